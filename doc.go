@@ -1,0 +1,57 @@
+// Package httpretry makes HTTP calls to flaky upstreams succeed without
+// making outages worse.
+//
+// [Transport] is an [http.RoundTripper] decorator: set it as the Transport
+// of an [http.Client], or hand such a client to any SDK that accepts one.
+// It retries what is transient (408, 425, 429, 500, 502, 503, 504, timeouts
+// and connection failures) and nothing else; replays request bodies without
+// copying them when the request has GetBody; adds an Idempotency-Key to POST
+// and PUT so retrying them is safe; obeys Retry-After within bounds; waits
+// with exponential full-jitter backoff (package backoff) so clients that
+// failed together do not return together; and never waits past the
+// caller's context.
+//
+//	client := &http.Client{Transport: &httpretry.Transport{}}
+//
+// # Layering
+//
+// Put httpretry above everything that must run once per attempt:
+//
+//	http.Client → httpretry.Transport → signer / auth / tracing → http.Transport
+//
+// Then every attempt is signed afresh (a signature with a timestamp or a
+// nonce goes stale), every attempt gets its own trace span, and the
+// http.Client's redirect handling and cookie jar see one logical request.
+// Layers under the Transport can read the attempt number with
+// [AttemptFromContext].
+//
+// # Which requests are retried
+//
+// GET, HEAD, OPTIONS, TRACE, PUT and DELETE are idempotent (RFC 9110
+// § 9.2.2), and so is any request with an Idempotency-Key or
+// X-Idempotency-Key header: these are retried after any transient failure.
+// Other requests, such as a POST whose key injection was disabled or a
+// PATCH, are retried only when the failure proves the server never processed
+// them: a dial error, a refused connection, an HTTP/2 REFUSED_STREAM. A body
+// larger than Policy.MaxReplayBytes without GetBody is sent once.
+//
+// # Outcome
+//
+// When attempts run out on a response, RoundTrip returns that last response
+// untouched, so the caller sees the server's own answer. Only when there is
+// no response does it return a [*RetryError], which wraps the last error for
+// errors.Is and errors.As and records the attempts made, the last status
+// seen and why retrying stopped.
+//
+// # The caveat
+//
+// An http.RoundTripper "should not attempt to handle higher-level protocol
+// details such as redirects, authentication, or cookies" and should execute
+// a single HTTP transaction. Transport deliberately executes several: that
+// is its purpose. It keeps the rest of the contract: it never modifies the
+// caller's request (each attempt is a clone), it always closes the request
+// body, it returns a response or an error, never both, and it drains and
+// closes every response it discards.
+//
+// [RFC 9110 § 9.2.2]: https://www.rfc-editor.org/rfc/rfc9110#section-9.2.2
+package httpretry

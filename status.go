@@ -1,0 +1,169 @@
+package httpretry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Class is the verdict on one attempt's outcome.
+type Class int
+
+const (
+	// ClassDefault, returned by a Policy.Classify function, defers to the
+	// built-in classification.
+	ClassDefault Class = iota
+	// ClassSuccess: return the response to the caller.
+	ClassSuccess
+	// ClassFatal: retrying cannot help; return the response or error as is.
+	ClassFatal
+	// ClassTransient: the failure may pass, but the server may have
+	// processed the request; retried only when the request is replayable.
+	ClassTransient
+	// ClassNotProcessed: the failure may pass and the server provably never
+	// processed the request (it was never sent, or the server refused the
+	// stream), so it is retried whatever the method.
+	ClassNotProcessed
+)
+
+var classNames = [...]string{"default", "success", "fatal", "transient", "not-processed"}
+
+// String returns the class's name as used in logs.
+func (c Class) String() string {
+	if c >= 0 && int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
+
+func (c Class) retryable() bool { return c == ClassTransient || c == ClassNotProcessed }
+
+// Classify is the built-in classification of one attempt's outcome, the one
+// a Policy.Classify function falls back to when it returns ClassDefault.
+// Exactly one of resp and err is non-nil.
+//
+// Responses: 408, 425, 429, 500, 502, 503 and 504 are transient; 409 is
+// transient for a request carrying an idempotency key (the original is still
+// in flight); every other status of 400 or more is fatal, 2xx and 3xx are a
+// success.
+//
+// Errors: cancellation, TLS certificate errors, DNS
+// not-found and a breaker's [ErrCircuitOpen] are fatal. Dial errors,
+// connection refused and HTTP/2 REFUSED_STREAM are not-processed. Every other
+// error (resets, EOF before a response, timeouts, temporary DNS failures,
+// GOAWAY and other connection losses) is transient. Decisions use errors.Is
+// and errors.As on typed errors, never the error text.
+func Classify(req *http.Request, resp *http.Response, err error) Class {
+	if err != nil {
+		return classifyError(err)
+	}
+	switch resp.StatusCode {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
+		http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return ClassTransient
+	case http.StatusConflict:
+		if hasKey(req.Header) {
+			return ClassTransient
+		}
+	}
+	if resp.StatusCode >= 400 {
+		return ClassFatal
+	}
+	return ClassSuccess
+}
+
+// h2StreamError mirrors the shape of net/http's HTTP/2 stream error, whose
+// As method fills any struct with the same field names and convertible types.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
+const h2RefusedStream = 0x7
+
+func classifyError(err error) Class {
+	// The transport stops on the caller's own context before classifying, so
+	// a deadline seen here is an attempt timeout, which is worth retrying.
+	if errors.Is(err, context.Canceled) || errors.Is(err, ErrCircuitOpen) {
+		return ClassFatal
+	}
+	var (
+		certErr     *tls.CertificateVerificationError
+		unknownAuth x509.UnknownAuthorityError
+		hostErr     x509.HostnameError
+		invalidErr  x509.CertificateInvalidError
+		recordErr   tls.RecordHeaderError
+		dnsErr      *net.DNSError
+		opErr       *net.OpError
+		streamErr   h2StreamError
+	)
+	switch {
+	case errors.As(err, &certErr), errors.As(err, &unknownAuth),
+		errors.As(err, &hostErr), errors.As(err, &invalidErr), errors.As(err, &recordErr):
+		return ClassFatal
+	case errors.As(err, &dnsErr):
+		if dnsErr.IsNotFound {
+			return ClassFatal
+		}
+		return ClassNotProcessed
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ClassNotProcessed
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return ClassNotProcessed
+	case errors.As(err, &streamErr) && streamErr.Code == h2RefusedStream:
+		return ClassNotProcessed
+	}
+	return ClassTransient
+}
+
+// maxRetryAfterSeconds bounds delay-seconds before conversion so that
+// n·time.Second cannot overflow; anything larger is ignored as hostile.
+const maxRetryAfterSeconds = 1 << 32
+
+// ParseRetryAfter parses a Retry-After header value (RFC 9110 § 10.2.3):
+// delay-seconds, or an HTTP-date in any of the three forms http.ParseTime
+// accepts. A date in the past means 0. It reports false for a missing,
+// negative, fractional, overflowing or otherwise malformed value, which
+// callers should ignore.
+//
+// [RFC 9110 § 10.2.3]: https://www.rfc-editor.org/rfc/rfc9110#section-10.2.3
+func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
+	if value == "" {
+		return 0, false
+	}
+	if c := value[0]; c >= '0' && c <= '9' {
+		n, err := strconv.ParseUint(value, 10, 64)
+		if err != nil || n > maxRetryAfterSeconds {
+			return 0, false
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(value)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}
+
+// retryAfter reads the response's Retry-After. Several headers, or a
+// comma-joined value, are malformed and ignored.
+func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp == nil {
+		return 0, false
+	}
+	vs := resp.Header.Values("Retry-After")
+	if len(vs) != 1 {
+		return 0, false
+	}
+	return ParseRetryAfter(vs[0], now)
+}
