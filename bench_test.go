@@ -1,0 +1,46 @@
+package httpretry_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/seedhq/httpretry"
+)
+
+// okResponse is shared by the in-memory Base, so the benchmark measures the
+// Transport's own cost: what it adds to each call on the success path.
+var okResponse = &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}}
+
+// BenchmarkRoundTrip compares a GET's success path through the Transport
+// with the same Base called directly. The in-memory cases isolate the
+// Transport's overhead (allocations included); the loopback cases put it
+// next to a real HTTP exchange. The full comparison against other libraries
+// lives in the bench module.
+func BenchmarkRoundTrip(b *testing.B) {
+	inMemory := roundTripFunc(func(*http.Request) (*http.Response, error) { return okResponse, nil })
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/things", nil)
+	b.Run("in-memory/bare", func(b *testing.B) { benchRT(b, inMemory, req) })
+	b.Run("in-memory/httpretry", func(b *testing.B) { benchRT(b, &httpretry.Transport{Base: inMemory}, req) })
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	lreq, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	bare := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer bare.CloseIdleConnections()
+	b.Run("loopback/bare", func(b *testing.B) { benchRT(b, bare, lreq) })
+	b.Run("loopback/httpretry", func(b *testing.B) { benchRT(b, &httpretry.Transport{Base: bare}, lreq) })
+}
+
+func benchRT(b *testing.B, rt http.RoundTripper, req *http.Request) {
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}

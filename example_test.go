@@ -1,0 +1,203 @@
+package httpretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
+)
+
+// flaky answers 503 to the first n requests, then 200.
+func flaky(n int32) *httptest.Server {
+	var calls atomic.Int32
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= n {
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "hello after %d attempts", calls.Load())
+	}))
+}
+
+func Example() {
+	srv := flaky(2)
+	defer srv.Close()
+
+	client := &http.Client{Transport: &httpretry.Transport{
+		Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond)},
+	}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body))
+	// Output: 200 hello after 3 attempts
+}
+
+// Per-host policies: the most specific key wins. Here a stand-in Base
+// answers 503 to everything, to show how many attempts each host gets.
+func ExampleTransport_hosts() {
+	attempts := map[string]int{}
+	unavailable := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		attempts[req.URL.Host]++
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: http.NoBody}, nil
+	})
+	quick := backoff.Constant(time.Millisecond)
+	client := &http.Client{Transport: &httpretry.Transport{
+		Base:   unavailable,
+		Policy: httpretry.Policy{Backoff: quick}, // every other host: 4 attempts
+		Hosts: map[string]httpretry.Policy{
+			// Payments: few attempts, a generous Retry-After ceiling.
+			"payments.example.com": {MaxAttempts: 3, MaxRetryAfter: 2 * time.Minute, Backoff: quick},
+			// Internal services: no retries, the caller handles failure.
+			"*.internal.example.com": {MaxAttempts: 1},
+		},
+	}}
+	for _, host := range []string{"payments.example.com", "billing.internal.example.com", "api.example.org"} {
+		resp, err := client.Get("https://" + host + "/v1/status")
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		resp.Body.Close()
+		fmt.Printf("%s: %d attempts, status %d\n", host, attempts[host], resp.StatusCode)
+	}
+	// Output:
+	// payments.example.com: 3 attempts, status 503
+	// billing.internal.example.com: 1 attempts, status 503
+	// api.example.org: 4 attempts, status 503
+}
+
+// When attempts run out on a response, RoundTrip returns it untouched, so
+// the caller still sees the server's answer.
+func ExampleTransport_exhausted() {
+	srv := flaky(100)
+	defer srv.Close()
+
+	client := &http.Client{Transport: &httpretry.Transport{
+		Policy: httpretry.Policy{MaxAttempts: 3, Backoff: backoff.Constant(time.Millisecond)},
+	}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%d %s", resp.StatusCode, body)
+	// Output: 503 try again
+}
+
+// Without any response, the error says how many attempts were made and why
+// retrying stopped, and wraps the last cause.
+func ExampleRetryError() {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+
+	client := &http.Client{Transport: &httpretry.Transport{
+		Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond)},
+	}}
+	_, err := client.Get(url)
+	var re *httpretry.RetryError
+	if errors.As(err, &re) {
+		fmt.Println(re.Attempts, re.Reason)
+	}
+	// Output: 4 attempts exhausted
+}
+
+// A POST gets an Idempotency-Key, the same on every attempt, so the server
+// can apply it once however often it arrives.
+func ExampleKeyPolicy() {
+	var keys []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		if len(keys) < 3 {
+			w.WriteHeader(http.StatusBadGateway)
+		}
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: &httpretry.Transport{
+		Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond)},
+	}}
+	resp, err := client.Post(srv.URL, "application/json", strings.NewReader(`{"amount":100}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(len(keys), "attempts, one key:", keys[0] == keys[1] && keys[1] == keys[2])
+	// Output: 3 attempts, one key: true
+}
+
+// Layers under the Transport run once per attempt and can read its number,
+// for example to sign each attempt afresh or to tag a trace span.
+func ExampleAttemptFromContext() {
+	srv := flaky(1)
+	defer srv.Close()
+
+	inner := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		n, _ := httpretry.AttemptFromContext(req.Context())
+		fmt.Println("sending attempt", n)
+		return http.DefaultTransport.RoundTrip(req)
+	})
+	client := &http.Client{Transport: &httpretry.Transport{
+		Base:   inner,
+		Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond)},
+	}}
+	resp, err := client.Get(srv.URL)
+	if err == nil {
+		resp.Body.Close()
+	}
+	// Output:
+	// sending attempt 1
+	// sending attempt 2
+}
+
+// Classify lets a caller retry what the built-in rules would not, such as a
+// 404 from an eventually consistent read.
+func ExamplePolicy_classify() {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) < 3 {
+			http.NotFound(w, r) // not replicated yet
+			return
+		}
+		io.WriteString(w, "found")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: &httpretry.Transport{Policy: httpretry.Policy{
+		Backoff: backoff.Constant(time.Millisecond),
+		Classify: func(req *http.Request, resp *http.Response, err error) httpretry.Class {
+			if resp != nil && resp.StatusCode == http.StatusNotFound && req.Method == http.MethodGet {
+				return httpretry.ClassTransient
+			}
+			return httpretry.ClassDefault
+		},
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body), "after", calls.Load(), "attempts")
+	// Output: 200 found after 3 attempts
+}

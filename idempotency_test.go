@@ -1,0 +1,124 @@
+package httpretry_test
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
+)
+
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func TestIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		method   string
+		header   http.Header
+		keys     httpretry.KeyPolicy
+		wantName string            // header expected on every attempt, "" for none
+		check    func(string) bool // the key's value
+		attempts int
+	}{
+		{name: "POST gets a bare UUIDv4", method: "POST", wantName: "Idempotency-Key",
+			check: uuidV4.MatchString, attempts: 3},
+		{name: "PUT gets one", method: "PUT", wantName: "Idempotency-Key", check: uuidV4.MatchString, attempts: 3},
+		{name: "GET gets none", method: "GET", attempts: 3},
+		{name: "DELETE gets none", method: "DELETE", attempts: 3},
+		{name: "PATCH gets none and is not retried", method: "PATCH", attempts: 1},
+		{name: "caller's key is kept", method: "POST", header: http.Header{"Idempotency-Key": {"order-42"}},
+			wantName: "Idempotency-Key", check: func(v string) bool { return v == "order-42" }, attempts: 3},
+		{name: "caller's X-Idempotency-Key counts", method: "PATCH", header: http.Header{"X-Idempotency-Key": {"k"}},
+			wantName: "X-Idempotency-Key", check: func(v string) bool { return v == "k" }, attempts: 3},
+		{name: "quoted", method: "POST", keys: httpretry.KeyPolicy{Quoted: true}, wantName: "Idempotency-Key",
+			check: func(v string) bool { return v[0] == '"' && uuidV4.MatchString(strings.Trim(v, `"`)) }, attempts: 3},
+		{name: "custom header, generator and methods", method: "PATCH",
+			keys:     httpretry.KeyPolicy{Header: "X-Request-Token", Methods: []string{"patch"}, New: func() string { return `a"b` }, Quoted: true},
+			wantName: "X-Request-Token", check: func(v string) bool { return v == `"a\"b"` }, attempts: 3},
+		{name: "disabled: POST is not retried after it reached the server", method: "POST",
+			keys: httpretry.KeyPolicy{Disabled: true}, attempts: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				fake := newFake(t, status(503), status(502), status(201))
+				tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Keys: tc.keys}}
+				req, err := http.NewRequestWithContext(t.Context(), tc.method, site, strings.NewReader(`{"amount":100}`))
+				require.NoError(t, err)
+				for k, v := range tc.header {
+					req.Header[k] = v
+				}
+				before := req.Header.Clone()
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, before, req.Header, "the caller's headers are untouched")
+				seen := fake.attempts()
+				require.Len(t, seen, tc.attempts)
+				for _, s := range seen {
+					assert.Equal(t, `{"amount":100}`, s.body, "the same body on every attempt")
+					if tc.wantName == "" {
+						assert.Empty(t, s.header.Values("Idempotency-Key"))
+						continue
+					}
+					vs := s.header.Values(tc.wantName)
+					require.Len(t, vs, 1)
+					assert.True(t, tc.check(vs[0]), "key %q", vs[0])
+					assert.Equal(t, seen[0].header.Get(tc.wantName), vs[0], "one key per logical request")
+				}
+			})
+		})
+	}
+}
+
+func TestKeysDifferAcrossRequests(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t, status(200))
+	tr := &httpretry.Transport{Base: fake}
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, site, strings.NewReader("x"))
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	seen := fake.attempts()
+	assert.NotEqual(t, seen[0].header.Get("Idempotency-Key"), seen[1].header.Get("Idempotency-Key"))
+}
+
+func TestBadKeyGenerator(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{"", "a\nb"} {
+		fake := newFake(t, status(200))
+		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Keys: httpretry.KeyPolicy{New: func() string { return k }}}}
+		body := newCountingBody("x")
+		req, _ := http.NewRequest(http.MethodPost, site, body)
+		_, err := tr.RoundTrip(req)
+		assert.ErrorContains(t, err, "Keys.New")
+		assert.Empty(t, fake.attempts())
+		assert.EqualValues(t, 1, body.closed.Load())
+	}
+}
+
+func TestAttemptHeader(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFake(t, status(503), status(503), status(200))
+		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{AttemptHeader: "x-attempt", Backoff: backoff.Constant(0)}}
+		req := get(t, t.Context())
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		for i, s := range fake.attempts() {
+			assert.Equal(t, []string{string(rune('1' + i))}, s.header["X-Attempt"])
+		}
+		assert.Empty(t, req.Header)
+	})
+}
