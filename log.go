@@ -2,12 +2,13 @@ package httpretry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
 )
 
 // observe reports one attempt to the OnAttempt hook and the Logger.
-func (t *Transport) observe(ctx context.Context, a *Attempt) {
+func (t *Transport) observe(ctx context.Context, a *Attempt, budget Budget) {
 	if t.OnAttempt != nil {
 		t.OnAttempt(*a)
 	}
@@ -41,6 +42,9 @@ func (t *Transport) observe(ctx context.Context, a *Attempt) {
 		attrs = append(attrs, slog.Duration("delay", a.Delay), slog.String("delay_source", a.DelaySource))
 	} else {
 		attrs = append(attrs, slog.String("stop", a.Stop.String()))
+	}
+	if s, ok := budget.(fmt.Stringer); ok {
+		attrs = append(attrs, slog.String("budget", s.String()))
 	}
 	msg := "httpretry: attempt"
 	if a.Retry {

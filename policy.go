@@ -63,6 +63,13 @@ type Policy struct {
 	// and shed them first (like Envoy's x-envoy-attempt-count). "" means no
 	// such header.
 	AttemptHeader string
+
+	// NewBudget creates the retry budget of one host; the Transport calls it
+	// once for each "host:port" it sends to under this policy, so one
+	// failing host never spends another's budget. Nil means DefaultBudget, a
+	// token bucket that is invisible while failures are rare and stops
+	// retries under sustained failure. NoBudget turns budgeting off.
+	NewBudget func() Budget
 }
 
 // KeyPolicy configures idempotency keys. A key is generated once per
@@ -111,6 +118,7 @@ type policy struct {
 	newKey         func() string
 	quoted         bool
 	attemptHeader  string
+	newBudget      func() Budget
 }
 
 func compilePolicy(pattern string, p Policy) (*policy, error) {
@@ -152,9 +160,13 @@ func compilePolicy(pattern string, p Policy) (*policy, error) {
 		newKey:         p.Keys.New,
 		quoted:         p.Keys.Quoted,
 		attemptHeader:  http.CanonicalHeaderKey(p.AttemptHeader),
+		newBudget:      p.NewBudget,
 	}
 	if c.backoff == nil {
 		c.backoff = backoff.Default()
+	}
+	if c.newBudget == nil {
+		c.newBudget = DefaultBudget
 	}
 	if c.newKey == nil {
 		c.newKey = newUUID

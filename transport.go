@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,9 +52,10 @@ type Transport struct {
 	// and must not read or close the response body or modify the request.
 	OnAttempt func(Attempt)
 
-	once  sync.Once
-	base  http.RoundTripper
-	hosts *hostTable
+	once    sync.Once
+	base    http.RoundTripper
+	hosts   *hostTable
+	budgets sync.Map // "host:port" → Budget (nil when the policy has none)
 }
 
 // Attempt describes one attempt and what RoundTrip decided after it.
@@ -112,7 +115,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, &RetryError{Reason: StopInvalid, Err: err}
 	}
-	r := &call{t: t, p: p, req: req, body: b}
+	r := &call{t: t, p: p, req: req, body: b, budget: t.budget(p, req.URL)}
 	if p.needsKey(req) {
 		key, ok := p.key()
 		if !ok {
@@ -127,19 +130,40 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // call is one RoundTrip in progress.
 type call struct {
-	t    *Transport
-	p    *policy
-	req  *http.Request
-	body body
-	key  string
+	t      *Transport
+	p      *policy
+	req    *http.Request
+	body   body
+	key    string
+	budget Budget // nil: no budget
+}
+
+// budget returns the retry budget of u's host under p, creating it on
+// first use.
+func (t *Transport) budget(p *policy, u *url.URL) Budget {
+	key := strings.ToLower(u.Host)
+	if b, ok := t.budgets.Load(key); ok {
+		return budgetOf(b)
+	}
+	b, _ := t.budgets.LoadOrStore(key, p.newBudget())
+	return budgetOf(b)
+}
+
+func budgetOf(v any) Budget {
+	b, _ := v.(Budget)
+	return b
 }
 
 func (c *call) run(ctx context.Context) (*http.Response, error) {
 	var (
-		prev       time.Duration // the previous backoff delay, for decorrelated jitter
-		lastStatus int
-		rc         = c.body.first
+		prev         time.Duration // the previous backoff delay, for decorrelated jitter
+		lastStatus   int
+		rc           = c.body.first
+		timeoutRetry bool // the last retry was charged as one after a timeout
 	)
+	if c.budget != nil {
+		c.budget.Begin(time.Now())
+	}
 	for n := 1; ; n++ {
 		areq, done := c.attemptRequest(ctx, n, rc)
 		resp, err := c.t.base.RoundTrip(areq)
@@ -157,6 +181,12 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 
 		a := Attempt{Request: areq, N: n, Response: resp, Err: err}
 		d := c.decide(ctx, &a, &prev)
+		if a.Stop == StopSuccess && c.budget != nil {
+			c.budget.Succeeded(time.Now(), n > 1, timeoutRetry)
+		}
+		if a.Retry {
+			timeoutRetry = errors.Is(a.Err, ErrAttemptTimeout)
+		}
 		if a.Retry {
 			next, berr := c.body.next(n + 1)
 			if berr != nil {
@@ -165,7 +195,7 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 			}
 			rc = next
 		}
-		c.t.observe(ctx, &a)
+		c.t.observe(ctx, &a, c.budget)
 		if !a.Retry {
 			if resp != nil {
 				done.handOver(resp)
@@ -232,6 +262,10 @@ func (c *call) decide(ctx context.Context, a *Attempt, prev *time.Duration) time
 	}
 	if !backoff.Fits(ctx, d) {
 		a.Stop = StopDeadline
+		return 0
+	}
+	if c.budget != nil && !c.budget.AllowRetry(time.Now(), errors.Is(a.Err, ErrAttemptTimeout)) {
+		a.Stop = StopBudget
 		return 0
 	}
 	a.Retry, a.Delay = true, d
