@@ -62,9 +62,15 @@ type attemptDone struct {
 // sending the request and receiving the response header; once RoundTrip has
 // a response, only closing its body (or discarding it) ends the context, so
 // a slow body still streams in full.
+//
+// With d = 0 the context has no timeout, only the cancellation that hedging
+// needs to stop the attempts that lost.
 func withAttemptTimeout(parent context.Context, d time.Duration) (context.Context, attemptDone) {
 	ctx, cancel := context.WithCancelCause(parent)
-	timer := time.AfterFunc(d, func() { cancel(ErrAttemptTimeout) })
+	var timer *time.Timer
+	if d > 0 {
+		timer = time.AfterFunc(d, func() { cancel(ErrAttemptTimeout) })
+	}
 	return ctx, attemptDone{ctx: ctx, stop: cancel, timer: timer}
 }
 
@@ -95,6 +101,18 @@ func (d attemptDone) handOver(resp *http.Response) {
 		return
 	}
 	resp.Body = &cancelBody{resp.Body, d.stop}
+}
+
+// lose ends the context of an attempt that a faster hedge beat.
+func (d attemptDone) lose() {
+	if d.stop != nil {
+		d.stop(ErrHedgeLost)
+	}
+}
+
+// lost reports whether lose ended the attempt.
+func (d attemptDone) lost() bool {
+	return d.ctx != nil && d.ctx.Err() != nil && context.Cause(d.ctx) == ErrHedgeLost
 }
 
 // cancel ends the attempt's context at once.

@@ -44,9 +44,11 @@ const (
 	StopNotReplayable                   // the request could not safely be sent again
 	StopContext                         // the caller's context ended
 	StopDeadline                        // the next wait would end after the context's deadline
-	StopRetryAfter                      // the server asked for a wait above MaxRetryAfter
+	StopRetryAfter                      // the server asked for a wait above MaxRetryAfter (Retry-After or a rate-limit hint)
 	StopBudget                          // the retry budget refused the retry
 	StopInvalid                         // the request or policy was invalid; nothing was sent
+	StopBreaker                         // the circuit breaker is open
+	StopHedgeLost                       // a hedge answered first; this attempt was cancelled
 )
 
 var stopNames = [...]string{
@@ -57,9 +59,11 @@ var stopNames = [...]string{
 	StopNotReplayable: "request not replayable",
 	StopContext:       "context done",
 	StopDeadline:      "wait would pass the deadline",
-	StopRetryAfter:    "Retry-After above MaxRetryAfter",
+	StopRetryAfter:    "server-requested wait above MaxRetryAfter",
 	StopBudget:        "retry budget exhausted",
 	StopInvalid:       "invalid request or policy",
+	StopBreaker:       "circuit breaker open",
+	StopHedgeLost:     "lost to a faster hedge",
 }
 
 // String returns a short lower-case description, as used in logs and errors.

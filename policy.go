@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
+
 	"github.com/seedhq/httpretry/backoff"
 )
 
@@ -70,6 +72,27 @@ type Policy struct {
 	// token bucket that is invisible while failures are rare and stops
 	// retries under sustained failure. NoBudget turns budgeting off.
 	NewBudget func() Budget
+
+	// Breaker, if non-nil, puts a circuit breaker in front of each host
+	// ("host:port"), built from these settings with sony/gobreaker. It is
+	// consulted before every attempt; while it is open, RoundTrip fails fast
+	// with an error that errors.Is ErrCircuitOpen: no attempt, no wait, no
+	// budget charge. Transient and not-processed failures and fatal errors
+	// without a response count as failures; any response the server meant
+	// to send counts as a success; the caller's cancellation is not counted.
+	// Name defaults to the host; IsSuccessful is replaced by those rules and
+	// IsExcluded is kept. OnStateChange runs under the breaker's lock: it
+	// must not block or call back into the Transport. Nil means no breaker.
+	Breaker *gobreaker.Settings
+
+	// Hedge configures hedged attempts for requests that are safe to send
+	// twice. The zero value sends none.
+	Hedge HedgePolicy
+
+	// Hints configures the server hints read besides Retry-After: a
+	// should-retry header, the RateLimit header field, a legacy reset
+	// header. The zero value reads the RateLimit field only.
+	Hints HintPolicy
 }
 
 // KeyPolicy configures idempotency keys. A key is generated once per
@@ -119,6 +142,10 @@ type policy struct {
 	quoted         bool
 	attemptHeader  string
 	newBudget      func() Budget
+	breaker        *gobreaker.Settings
+	hedgeDelay     time.Duration
+	maxHedges      int
+	hints          HintPolicy
 }
 
 func compilePolicy(pattern string, p Policy) (*policy, error) {
@@ -132,12 +159,22 @@ func compilePolicy(pattern string, p Policy) (*policy, error) {
 	switch {
 	case p.MaxAttempts < 0:
 		return nil, bad("MaxAttempts %d is negative", p.MaxAttempts)
+	case p.Hedge.Delay < 0:
+		return nil, bad("Hedge.Delay %v is negative", p.Hedge.Delay)
+	case p.Hedge.MaxHedges < 0:
+		return nil, bad("Hedge.MaxHedges %d is negative", p.Hedge.MaxHedges)
 	case p.AttemptTimeout < 0:
 		return nil, bad("AttemptTimeout %v is negative", p.AttemptTimeout)
 	case p.MaxRetryAfter < 0:
 		return nil, bad("MaxRetryAfter %v is negative", p.MaxRetryAfter)
 	case p.AttemptHeader != "" && !validToken(p.AttemptHeader):
 		return nil, bad("AttemptHeader %q is not a valid header name", p.AttemptHeader)
+	case p.Hints.ShouldRetryHeader != "" && !validToken(p.Hints.ShouldRetryHeader):
+		return nil, bad("Hints.ShouldRetryHeader %q is not a valid header name", p.Hints.ShouldRetryHeader)
+	case p.Hints.ResetHeader != "" && !validToken(p.Hints.ResetHeader):
+		return nil, bad("Hints.ResetHeader %q is not a valid header name", p.Hints.ResetHeader)
+	case p.Hints.ResetFormat != ResetDeltaSeconds && p.Hints.ResetFormat != ResetEpochSeconds:
+		return nil, bad("Hints.ResetFormat %d is not a known format", p.Hints.ResetFormat)
 	case p.Keys.Header != "" && !validToken(p.Keys.Header):
 		return nil, bad("Keys.Header %q is not a valid header name", p.Keys.Header)
 	}
@@ -161,6 +198,10 @@ func compilePolicy(pattern string, p Policy) (*policy, error) {
 		quoted:         p.Keys.Quoted,
 		attemptHeader:  http.CanonicalHeaderKey(p.AttemptHeader),
 		newBudget:      p.NewBudget,
+		breaker:        p.Breaker,
+		hedgeDelay:     p.Hedge.Delay,
+		maxHedges:      cmpOr(p.Hedge.MaxHedges, 1),
+		hints:          p.Hints,
 	}
 	if c.backoff == nil {
 		c.backoff = backoff.Default()

@@ -94,7 +94,7 @@ const h2RefusedStream = 0x7
 func classifyError(err error) Class {
 	// The transport stops on the caller's own context before classifying, so
 	// a deadline seen here is an attempt timeout, which is worth retrying.
-	if errors.Is(err, context.Canceled) || errors.Is(err, ErrCircuitOpen) {
+	if errors.Is(err, context.Canceled) || isBreakerOpen(err) {
 		return ClassFatal
 	}
 	var (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/sony/gobreaker/v2"
 )
 
 // Transport is an http.RoundTripper that retries transient failures.
@@ -52,10 +53,11 @@ type Transport struct {
 	// and must not read or close the response body or modify the request.
 	OnAttempt func(Attempt)
 
-	once    sync.Once
-	base    http.RoundTripper
-	hosts   *hostTable
-	budgets sync.Map // "host:port" → Budget (nil when the policy has none)
+	once     sync.Once
+	base     http.RoundTripper
+	hosts    *hostTable
+	budgets  sync.Map // "host:port" → Budget (nil when the policy has none)
+	breakers sync.Map // "host:port" → *breaker
 }
 
 // Attempt describes one attempt and what RoundTrip decided after it.
@@ -67,7 +69,9 @@ type Attempt struct {
 	Class    Class          // how the outcome was classified
 	Retry    bool           // another attempt follows after Delay
 	Delay    time.Duration  // the wait before the next attempt, when Retry
-	// DelaySource names where Delay came from: "backoff" or "retry-after".
+	// DelaySource names where Delay came from: "backoff", "retry-after",
+	// "ratelimit" (the RateLimit header field) or "ratelimit-reset" (the
+	// policy's reset header).
 	DelaySource string
 	Stop        StopReason // why retrying stopped, StopNone when Retry
 }
@@ -115,7 +119,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, &RetryError{Reason: StopInvalid, Err: err}
 	}
-	r := &call{t: t, p: p, req: req, body: b, budget: t.budget(p, req.URL)}
+	r := &call{t: t, p: p, req: req, body: b, budget: t.budget(p, req.URL), breaker: t.breaker(p, req.URL)}
 	if p.needsKey(req) {
 		key, ok := p.key()
 		if !ok {
@@ -130,12 +134,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // call is one RoundTrip in progress.
 type call struct {
-	t      *Transport
-	p      *policy
-	req    *http.Request
-	body   body
-	key    string
-	budget Budget // nil: no budget
+	t       *Transport
+	p       *policy
+	req     *http.Request
+	body    body
+	key     string
+	budget  Budget   // nil: no budget
+	breaker *breaker // nil: no breaker
 }
 
 // budget returns the retry budget of u's host under p, creating it on
@@ -154,41 +159,53 @@ func budgetOf(v any) Budget {
 	return b
 }
 
+// outcome is one attempt: its request, what Base returned, and how it was
+// classified.
+type outcome struct {
+	n         int
+	areq      *http.Request
+	resp      *http.Response
+	err       error
+	class     Class
+	done      attemptDone
+	breakDone func(error) // reports the outcome to the breaker; nil without one
+	refused   bool        // the breaker refused: nothing was sent
+}
+
 func (c *call) run(ctx context.Context) (*http.Response, error) {
 	var (
 		prev         time.Duration // the previous backoff delay, for decorrelated jitter
 		lastStatus   int
 		rc           = c.body.first
+		sent         int  // attempts launched so far
 		timeoutRetry bool // the last retry was charged as one after a timeout
+		o            outcome
 	)
 	if c.budget != nil {
 		c.budget.Begin(time.Now())
 	}
-	for n := 1; ; n++ {
-		areq, done := c.attemptRequest(ctx, n, rc)
-		resp, err := c.t.base.RoundTrip(areq)
-		err = done.settle(resp, err)
-		if err != nil && resp != nil {
-			resp.Body.Close() // a broken Base; the error wins, as in http.Client
-			resp = nil
+	for {
+		if c.hedging() {
+			o, sent = c.sendHedged(ctx, sent, rc)
+		} else {
+			sent++
+			o = c.send(ctx, sent, rc)
 		}
-		if resp == nil && err == nil {
-			err = errors.New("httpretry: Base returned neither a response nor an error")
+		if o.refused {
+			return nil, &RetryError{Attempts: sent - 1, Err: o.err, LastStatus: lastStatus, Reason: StopBreaker}
 		}
-		if resp != nil {
-			lastStatus = resp.StatusCode
+		if o.resp != nil {
+			lastStatus = o.resp.StatusCode
 		}
 
-		a := Attempt{Request: areq, N: n, Response: resp, Err: err}
-		d := c.decide(ctx, &a, &prev)
+		a := Attempt{Request: o.areq, N: o.n, Response: o.resp, Err: o.err, Class: o.class}
+		d := c.decide(ctx, &a, sent, &prev)
 		if a.Stop == StopSuccess && c.budget != nil {
-			c.budget.Succeeded(time.Now(), n > 1, timeoutRetry)
+			c.budget.Succeeded(time.Now(), sent > 1, timeoutRetry)
 		}
 		if a.Retry {
 			timeoutRetry = errors.Is(a.Err, ErrAttemptTimeout)
-		}
-		if a.Retry {
-			next, berr := c.body.next(n + 1)
+			next, berr := c.body.next(sent + 1)
 			if berr != nil {
 				a.Retry, a.Stop = false, StopNotReplayable
 				a.Err = errors.Join(a.Err, berr)
@@ -197,40 +214,86 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		}
 		c.t.observe(ctx, &a, c.budget)
 		if !a.Retry {
-			if resp != nil {
-				done.handOver(resp)
-				return resp, nil
+			if o.resp != nil {
+				o.done.handOver(o.resp)
+				return o.resp, nil
 			}
-			done.cancel()
-			return nil, &RetryError{Attempts: n, Err: a.Err, LastStatus: lastStatus, Reason: a.Stop, Cause: stopCause(ctx, a.Stop)}
+			o.done.cancel()
+			return nil, &RetryError{Attempts: sent, Err: a.Err, LastStatus: lastStatus, Reason: a.Stop, Cause: stopCause(ctx, a.Stop)}
 		}
-		discard(resp)
-		done.cancel()
+		discard(o.resp)
+		o.done.cancel()
 		if werr := backoff.Wait(ctx, d); werr != nil {
 			closeReader(rc)
 			reason := StopContext
 			if errors.Is(werr, backoff.ErrDeadline) {
 				reason = StopDeadline
 			}
-			return nil, &RetryError{Attempts: n, Err: a.Err, LastStatus: lastStatus, Reason: reason, Cause: werr}
+			return nil, &RetryError{Attempts: sent, Err: a.Err, LastStatus: lastStatus, Reason: reason, Cause: werr}
 		}
+	}
+}
+
+// send makes attempt n with body rc.
+func (c *call) send(ctx context.Context, n int, rc io.ReadCloser) outcome {
+	o, ok := c.prepare(ctx, n, rc, false)
+	if !ok {
+		return *o
+	}
+	o.resp, o.err = c.t.base.RoundTrip(o.areq)
+	c.finish(ctx, o)
+	return *o
+}
+
+// prepare asks the breaker for attempt n and builds its request. When the
+// breaker refuses, it closes rc and reports false; the outcome then has no
+// request and its error wraps ErrCircuitOpen.
+func (c *call) prepare(ctx context.Context, n int, rc io.ReadCloser, cancelable bool) (*outcome, bool) {
+	breakDone, err := admit(c.breaker)
+	if err != nil {
+		closeReader(rc)
+		return &outcome{n: n, err: err, class: ClassFatal, refused: true}, false
+	}
+	areq, done := c.attemptRequest(ctx, n, rc, cancelable)
+	return &outcome{n: n, areq: areq, done: done, breakDone: breakDone}, true
+}
+
+// finish settles what Base returned for o, classifies it and reports it to
+// the breaker. It may run on a hedge's goroutine.
+func (c *call) finish(ctx context.Context, o *outcome) {
+	o.err = o.done.settle(o.resp, o.err)
+	if o.err != nil && o.done.lost() {
+		o.err = ErrHedgeLost
+	}
+	if o.err != nil && o.resp != nil {
+		o.resp.Body.Close() // a broken Base; the error wins, as in http.Client
+		o.resp = nil
+	}
+	if o.resp == nil && o.err == nil {
+		o.err = errors.New("httpretry: Base returned neither a response nor an error")
+	}
+	o.class = ClassDefault
+	if c.p.classify != nil {
+		o.class = c.p.classify(o.areq, o.resp, o.err)
+	}
+	if o.class == ClassDefault {
+		o.class = c.p.hints.shouldRetry(o.resp)
+	}
+	if o.class == ClassDefault {
+		o.class = Classify(o.areq, o.resp, o.err)
+	}
+	if o.breakDone != nil {
+		o.breakDone(breakerOutcome(ctx, o))
 	}
 }
 
 // decide classifies the attempt in a and fills in whether and when to retry.
 // It returns the delay.
-func (c *call) decide(ctx context.Context, a *Attempt, prev *time.Duration) time.Duration {
+func (c *call) decide(ctx context.Context, a *Attempt, sent int, prev *time.Duration) time.Duration {
 	p := c.p
 	if ctx.Err() != nil {
 		a.Class, a.Stop = ClassFatal, StopContext
 		return 0
-	}
-	a.Class = ClassDefault
-	if p.classify != nil {
-		a.Class = p.classify(a.Request, a.Response, a.Err)
-	}
-	if a.Class == ClassDefault {
-		a.Class = Classify(a.Request, a.Response, a.Err)
 	}
 	switch {
 	case a.Class == ClassSuccess:
@@ -242,22 +305,25 @@ func (c *call) decide(ctx context.Context, a *Attempt, prev *time.Duration) time
 	case !c.body.replayable() || (a.Class == ClassTransient && !p.replayable(a.Request)):
 		a.Stop = StopNotReplayable
 		return 0
-	case a.N >= p.maxAttempts:
+	case sent >= p.maxAttempts:
 		a.Stop = StopAttempts
 		return 0
+	case c.breaker != nil && c.breaker.State() == gobreaker.StateOpen:
+		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
+		return 0
 	}
-	d := p.backoff.Delay(a.N, *prev, nil)
+	d := p.backoff.Delay(sent, *prev, nil)
 	*prev = d
 	a.DelaySource = "backoff"
-	if ra, ok := retryAfter(a.Response, time.Now()); ok {
-		if ra > p.maxRetryAfter {
+	if sd, source, ok := p.hints.serverDelay(a.Response, time.Now()); ok {
+		if sd > p.maxRetryAfter {
 			a.Stop = StopRetryAfter
 			return 0
 		}
 		// Never earlier than asked; up to 10 % later, so clients told the
 		// same value do not all return in the same instant.
-		if w := ra + time.Duration(float64(ra)/10*rand.Float64()); w >= d {
-			d, a.DelaySource = w, "retry-after"
+		if w := sd + time.Duration(float64(sd)/10*rand.Float64()); w >= d {
+			d, a.DelaySource = w, source
 		}
 	}
 	if !backoff.Fits(ctx, d) {
@@ -286,9 +352,9 @@ func stopCause(ctx context.Context, r StopReason) error {
 }
 
 // attemptRequest returns the request for attempt n with body rc.
-func (c *call) attemptRequest(ctx context.Context, n int, rc io.ReadCloser) (*http.Request, attemptDone) {
+func (c *call) attemptRequest(ctx context.Context, n int, rc io.ReadCloser, cancelable bool) (*http.Request, attemptDone) {
 	var done attemptDone
-	if c.p.attemptTimeout > 0 {
+	if c.p.attemptTimeout > 0 || cancelable {
 		ctx, done = withAttemptTimeout(ctx, c.p.attemptTimeout)
 	}
 	ctx = &attemptContext{ctx, n}

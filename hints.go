@@ -1,0 +1,155 @@
+package httpretry
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HintPolicy configures the server hints a Transport reads from responses,
+// beyond Retry-After.
+//
+// Precedence. Whether to retry: Policy.Classify, then the should-retry
+// header, then the built-in classification. When to retry: Retry-After,
+// then the rate-limit hints (RateLimit, then ResetHeader), then the backoff
+// strategy. Retry-After comes first because the RateLimit draft says so when
+// both are present. A server-requested wait, whatever its source, is never
+// shortened, is jittered only upward, and ends retrying when it exceeds
+// MaxRetryAfter or the context's deadline.
+type HintPolicy struct {
+	// ShouldRetryHeader names a response header whose value "true" or
+	// "false" overrides the classification of the response, as Stripe's
+	// Stripe-Should-Retry does. "true" means the server vouches that sending
+	// the request again is safe, whatever its method; "false" means do not
+	// retry. Other values are ignored. "" means no such header.
+	ShouldRetryHeader string
+
+	// IgnoreRateLimit turns off reading the wait from the RateLimit header
+	// field of the IETF draft (RateLimit: "default";r=0;t=30: t seconds
+	// until the quota resets) on responses that are retried anyway.
+	IgnoreRateLimit bool
+
+	// ResetHeader names a legacy header that says when a rate limit resets,
+	// such as X-RateLimit-Reset, read on responses that are retried anyway.
+	// Its meaning differs between APIs, so ResetFormat must say which it is.
+	// "" means none.
+	ResetHeader string
+
+	// ResetFormat says how ResetHeader counts. The zero value is
+	// ResetDeltaSeconds.
+	ResetFormat ResetFormat
+}
+
+// ResetFormat is the unit of a rate-limit reset header.
+type ResetFormat int
+
+const (
+	// ResetDeltaSeconds: seconds from now until the reset.
+	ResetDeltaSeconds ResetFormat = iota
+	// ResetEpochSeconds: the reset instant as Unix time in seconds (GitHub).
+	ResetEpochSeconds
+)
+
+// shouldRetry reads the should-retry header: ClassNotProcessed for "true",
+// ClassFatal for "false", ClassDefault otherwise.
+func (h *HintPolicy) shouldRetry(resp *http.Response) Class {
+	if h.ShouldRetryHeader == "" || resp == nil {
+		return ClassDefault
+	}
+	switch strings.ToLower(strings.TrimSpace(resp.Header.Get(h.ShouldRetryHeader))) {
+	case "true":
+		return ClassNotProcessed
+	case "false":
+		return ClassFatal
+	}
+	return ClassDefault
+}
+
+// serverDelay returns the wait the response asks for and where it comes
+// from, following the precedence documented on HintPolicy.
+func (h *HintPolicy) serverDelay(resp *http.Response, now time.Time) (time.Duration, string, bool) {
+	if resp == nil {
+		return 0, "", false
+	}
+	if d, ok := retryAfter(resp, now); ok {
+		return d, "retry-after", true
+	}
+	if !h.IgnoreRateLimit {
+		if vs := resp.Header.Values("RateLimit"); len(vs) > 0 {
+			if d, ok := parseRateLimit(strings.Join(vs, ",")); ok {
+				return d, "ratelimit", true
+			}
+		}
+	}
+	if h.ResetHeader != "" {
+		if vs := resp.Header.Values(h.ResetHeader); len(vs) == 1 {
+			if d, ok := parseReset(vs[0], h.ResetFormat, now); ok {
+				return d, "ratelimit-reset", true
+			}
+		}
+	}
+	return 0, "", false
+}
+
+// parseRateLimit reads the wait from a RateLimit field value
+// (draft-ietf-httpapi-ratelimit-headers): a list of quota items, each with
+// parameters r (remaining) and t (seconds until reset). The wait is the
+// longest t among exhausted items (r=0, or r absent). Malformed items are
+// skipped; no usable item means no hint.
+func parseRateLimit(v string) (time.Duration, bool) {
+	var (
+		best  time.Duration
+		found bool
+	)
+	for _, item := range strings.Split(v, ",") {
+		params := strings.Split(item, ";")
+		r, t := int64(-1), int64(-1)
+		for _, p := range params[1:] {
+			k, val, ok := strings.Cut(strings.TrimSpace(p), "=")
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || n < 0 || n > maxRetryAfterSeconds {
+				continue
+			}
+			switch k {
+			case "r":
+				r = n
+			case "t":
+				t = n
+			}
+		}
+		if t < 0 || r > 0 {
+			continue
+		}
+		if d := time.Duration(t) * time.Second; !found || d > best {
+			best, found = d, true
+		}
+	}
+	return best, found
+}
+
+// parseReset reads a legacy reset header as delta or epoch seconds. A reset
+// in the past means now.
+func parseReset(v string, f ResetFormat, now time.Time) (time.Duration, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	switch f {
+	case ResetDeltaSeconds:
+		if n > maxRetryAfterSeconds {
+			return 0, false
+		}
+		return time.Duration(n) * time.Second, true
+	case ResetEpochSeconds:
+		delta := n - now.Unix()
+		if delta > maxRetryAfterSeconds {
+			return 0, false
+		}
+		return max(time.Duration(delta)*time.Second, 0), true
+	}
+	return 0, false
+}
