@@ -43,11 +43,12 @@ func Wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Fits reports whether a wait of d started now would end by ctx's deadline.
-// It is true when ctx has no deadline.
+// Fits reports whether a wait of d started now would end before ctx's
+// deadline, leaving time for the work that follows it. It is true when ctx
+// has no deadline.
 func Fits(ctx context.Context, d time.Duration) bool {
 	dl, ok := ctx.Deadline()
-	return !ok || time.Until(dl) >= d
+	return !ok || time.Until(dl) > d
 }
 
 // Permanent wraps err so that [Retry] returns at once instead of retrying.
@@ -165,6 +166,9 @@ func Retry[T any](ctx context.Context, opts Options, op func(context.Context) (T
 		prev = d
 		if !Fits(ctx, d) {
 			return v, &Error{Attempts: attempt, Err: err, Cause: ErrDeadline}
+		}
+		if ctx.Err() != nil {
+			return v, &Error{Attempts: attempt, Err: err, Cause: context.Cause(ctx)}
 		}
 		if opts.Notify != nil {
 			opts.Notify(err, attempt, d)

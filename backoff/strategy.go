@@ -108,7 +108,7 @@ type Exponential struct {
 
 // Delay returns the wait before retry n. It is safe for concurrent use.
 func (e Exponential) Delay(n int, _ time.Duration, r *rand.Rand) time.Duration {
-	base, capd := max(e.Base, 0), capOf(e.Cap)
+	base := max(e.Base, 0)
 	factor := e.Factor
 	if !(factor >= 1) || math.IsInf(factor, 0) {
 		factor = 2
@@ -126,7 +126,7 @@ func (e Exponential) Delay(n int, _ time.Duration, r *rand.Rand) time.Duration {
 	default:
 		d = float64(base) * math.Pow(factor, float64(n-1))
 	}
-	return jitter(e.Jitter, e.Percent, d, capd, r)
+	return jitter(e.Jitter, e.Percent, d, e.Cap, r)
 }
 
 // powInt returns x^k for x > 1 and k ≥ 1. It multiplies in the same order as
@@ -170,7 +170,7 @@ type Linear struct {
 // Delay returns the wait before retry n. It is safe for concurrent use.
 func (l Linear) Delay(n int, _ time.Duration, r *rand.Rand) time.Duration {
 	d := float64(max(l.Base, 0)) + float64(max(l.Step, 0))*float64(max(n, 1)-1)
-	return jitter(l.Jitter, l.Percent, d, capOf(l.Cap), r)
+	return jitter(l.Jitter, l.Percent, d, l.Cap, r)
 }
 
 // Validate reports fields that Delay would have to correct.
@@ -203,9 +203,9 @@ type Decorrelated struct {
 // Delay returns the wait before the next retry given the previous one.
 // It is safe for concurrent use.
 func (dc Decorrelated) Delay(_ int, prev time.Duration, r *rand.Rand) time.Duration {
-	base, capd := float64(max(dc.Base, 0)), capOf(dc.Cap)
+	base := float64(max(dc.Base, 0))
 	hi := 3 * max(float64(prev), base)
-	return clamp(base+(hi-base)*uniform(r), capd)
+	return clamp(base+(hi-base)*uniform(r), dc.Cap)
 }
 
 // Validate reports fields that Delay would have to correct.
@@ -223,11 +223,11 @@ func capOf(c time.Duration) float64 {
 	return float64(c)
 }
 
-// jitter randomises d by mode j and clamps the result into [0, capd]. The
+// jitter randomises d by mode j and clamps the result into [0, c]. The
 // shape is capped before jitter too, so full and equal jitter spread below
 // the cap instead of bunching at it.
-func jitter(j Jitter, p, d, capd float64, r *rand.Rand) time.Duration {
-	d = min(d, capd)
+func jitter(j Jitter, p, d float64, c time.Duration, r *rand.Rand) time.Duration {
+	d = min(d, capOf(c))
 	switch j {
 	case FullJitter:
 		d *= uniform(r)
@@ -243,18 +243,26 @@ func jitter(j Jitter, p, d, capd float64, r *rand.Rand) time.Duration {
 		p = min(p, 1)
 		d *= 1 - p + 2*p*uniform(r)
 	}
-	return clamp(d, capd)
+	return clamp(d, c)
 }
 
-func clamp(d, capd float64) time.Duration {
-	d = min(d, capd)
-	if !(d > 0) {
+// clamp converts d to a Duration in [0, c], where c ≤ 0 means no cap. The
+// cap is applied to the integer: above 2^53 ns float64(c) can round up past
+// c, and the result must never exceed c.
+func clamp(d float64, c time.Duration) time.Duration {
+	var v time.Duration
+	switch {
+	case !(d > 0):
 		return 0
+	case d >= maxDurationF:
+		v = math.MaxInt64
+	default:
+		v = time.Duration(d)
 	}
-	if d >= maxDurationF {
-		return math.MaxInt64
+	if c > 0 {
+		v = min(v, c)
 	}
-	return time.Duration(d)
+	return v
 }
 
 func uniform(r *rand.Rand) float64 {

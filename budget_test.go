@@ -1,0 +1,184 @@
+package httpretry_test
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
+)
+
+func TestTokenBucketArithmetic(t *testing.T) {
+	t.Parallel()
+	var now time.Time
+	b := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
+	require.Equal(t, 500, b.Tokens(), "starts full")
+
+	// A total outage: 100 retries at 5 tokens, then none.
+	allowed := 0
+	for b.AllowRetry(now, false) {
+		allowed++
+	}
+	assert.Equal(t, 100, allowed)
+	assert.Equal(t, 0, b.Tokens())
+
+	// Five clean successes fund one retry.
+	for range 4 {
+		b.Succeeded(now, false, false)
+	}
+	assert.False(t, b.AllowRetry(now, false))
+	b.Succeeded(now, false, false)
+	assert.True(t, b.AllowRetry(now, false))
+	assert.Equal(t, 0, b.Tokens())
+
+	// A retry that succeeds gets its cost back; a timeout retry costs 10.
+	for range 20 {
+		b.Succeeded(now, false, false)
+	}
+	assert.True(t, b.AllowRetry(now, true))
+	assert.Equal(t, 10, b.Tokens())
+	b.Succeeded(now, true, true)
+	assert.Equal(t, 20, b.Tokens())
+	assert.True(t, b.AllowRetry(now, false))
+	b.Succeeded(now, true, false)
+	assert.Equal(t, 20, b.Tokens())
+
+	// Never above capacity.
+	for range 1000 {
+		b.Succeeded(now, false, false)
+	}
+	assert.Equal(t, 500, b.Tokens())
+	assert.Equal(t, "tokens 500/500", b.String())
+}
+
+func TestTokenBucketConcurrent(t *testing.T) {
+	t.Parallel()
+	b := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 1000, RetryCost: 1})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	granted := 0
+	for range 8 {
+		wg.Go(func() {
+			n := 0
+			for range 500 {
+				if b.AllowRetry(time.Time{}, false) {
+					n++
+				}
+			}
+			mu.Lock()
+			granted += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 1000, granted, "exactly the capacity is granted, never more")
+}
+
+func TestRatioBudget(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	b := httpretry.NewRatioBudget(httpretry.RatioConfig{Ratio: 0.1, Window: 10 * time.Second, MinPerSecond: -1})
+	now := start
+	for range 1000 {
+		b.Begin(now)
+	}
+	allowed := 0
+	for b.AllowRetry(now, false) {
+		allowed++
+	}
+	assert.Equal(t, 100, allowed, "10 % of the window's requests")
+
+	// Once the window has slid past them, those requests no longer count.
+	now = start.Add(11 * time.Second)
+	assert.False(t, b.AllowRetry(now, false))
+	for range 50 {
+		b.Begin(now)
+	}
+	assert.True(t, b.AllowRetry(now, false))
+
+	// The floor allows retries with no traffic at all.
+	floor := httpretry.NewRatioBudget(httpretry.RatioConfig{Window: 10 * time.Second, MinPerSecond: 2})
+	allowed = 0
+	for floor.AllowRetry(start, false) {
+		allowed++
+	}
+	assert.Equal(t, 20, allowed, "2 per second over a 10 s window")
+}
+
+// TestBudgetThroughTransport drives a total outage through the public API:
+// the default bucket allows 100 retries, then each request gets one attempt,
+// and the refusal is visible to the observer.
+func TestBudgetThroughTransport(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFake(t, status(503))
+		var refused int
+		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0)},
+			OnAttempt: func(a httpretry.Attempt) {
+				if a.Stop == httpretry.StopBudget {
+					refused++
+				}
+			}}
+		const requests = 200
+		for range requests {
+			resp, err := tr.RoundTrip(get(t, t.Context()))
+			require.NoError(t, err, "the failure itself is returned")
+			resp.Body.Close()
+		}
+		assert.Len(t, fake.attempts(), requests+100, "100 retries, then none")
+		// 33 requests take 3 retries each (495 tokens), the 34th takes the
+		// last one and is refused its second; the 166 after it are refused
+		// their first.
+		assert.Equal(t, 1+166, refused)
+	})
+}
+
+func TestBudgetIsPerHost(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		down := map[string]bool{"down.example.com": true}
+		var attempts = map[string]int{}
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			attempts[req.URL.Host]++
+			code := 200
+			if down[req.URL.Host] {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody}, nil
+		})
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+		send := func(host string) {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+host+"/", nil)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		for range 100 {
+			send("down.example.com") // spends the down host's whole budget
+		}
+		// The healthy host's budget is untouched: when it fails, it retries.
+		down["up.example.com"] = true
+		send("up.example.com")
+		assert.Equal(t, 4, attempts["up.example.com"])
+	})
+}
+
+func TestNoBudget(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFake(t, status(503))
+		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0), NewBudget: httpretry.NoBudget}}
+		for range 200 {
+			resp, err := tr.RoundTrip(get(t, t.Context()))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Len(t, fake.attempts(), 800, "every request gets all 4 attempts")
+	})
+}
