@@ -11,6 +11,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -21,29 +22,35 @@ import (
 func main() {
 	srv := httptest.NewServer(newFlakyAPI())
 	defer srv.Close()
+	run(os.Stdout, srv.URL, nil)
+}
 
+// run calls the flaky API at baseURL through httpretry, over base (nil:
+// the Transport's own pooled transport), and writes what happens to out.
+func run(out io.Writer, baseURL string, base http.RoundTripper) {
 	client := &http.Client{
 		Timeout: 30 * time.Second, // bounds the whole call, retries included
 		Transport: &httpretry.Transport{
-			OnAttempt: printAttempt,
+			Base:      base,
+			OnAttempt: func(a httpretry.Attempt) { printAttempt(out, a) },
 		},
 	}
 
-	fmt.Println("1. GET /inventory: the server answers 503 twice, then 200")
-	call(client, http.MethodGet, srv.URL+"/inventory", "")
+	fmt.Fprintln(out, "1. GET /inventory: the server answers 503 twice, then 200")
+	call(out, client, http.MethodGet, baseURL+"/inventory", "")
 
-	fmt.Println("\n2. GET /quota: the server answers 429 with Retry-After: 1, then 200")
-	call(client, http.MethodGet, srv.URL+"/quota", "")
+	fmt.Fprintln(out, "\n2. GET /quota: the server answers 429 with Retry-After: 1, then 200")
+	call(out, client, http.MethodGet, baseURL+"/quota", "")
 
-	fmt.Println("\n3. POST /charges: the server fails the first try with 502; the retry")
-	fmt.Println("   carries the same Idempotency-Key, so the charge is applied once")
-	call(client, http.MethodPost, srv.URL+"/charges", `{"amount":1999,"currency":"eur"}`)
+	fmt.Fprintln(out, "\n3. POST /charges: the server fails the first try with 502; the retry")
+	fmt.Fprintln(out, "   carries the same Idempotency-Key, so the charge is applied once")
+	call(out, client, http.MethodPost, baseURL+"/charges", `{"amount":1999,"currency":"eur"}`)
 
-	fmt.Println("\n4. GET /missing: 404 is not transient, so it is not retried")
-	call(client, http.MethodGet, srv.URL+"/missing", "")
+	fmt.Fprintln(out, "\n4. GET /missing: 404 is not transient, so it is not retried")
+	call(out, client, http.MethodGet, baseURL+"/missing", "")
 }
 
-func call(client *http.Client, method, url, body string) {
+func call(out io.Writer, client *http.Client, method, url, body string) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -55,15 +62,15 @@ func call(client *http.Client, method, url, body string) {
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		fmt.Printf("   => error after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
+		fmt.Fprintf(out, "   => error after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
 		return
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	fmt.Printf("   => %d %s after %v\n", resp.StatusCode, strings.TrimSpace(string(b)), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "   => %d %s after %v\n", resp.StatusCode, strings.TrimSpace(string(b)), time.Since(start).Round(time.Millisecond))
 }
 
-func printAttempt(a httpretry.Attempt) {
+func printAttempt(out io.Writer, a httpretry.Attempt) {
 	outcome := ""
 	if a.Err != nil {
 		outcome = a.Err.Error()
@@ -78,7 +85,7 @@ func printAttempt(a httpretry.Attempt) {
 	if a.Retry {
 		next = fmt.Sprintf("retry in %v (%s)", a.Delay.Round(time.Millisecond), a.DelaySource)
 	}
-	fmt.Printf("   attempt %d %s %s%s -> %s [%s] %s\n", a.N, a.Request.Method, a.Request.URL.Path, key, outcome, a.Class, next)
+	fmt.Fprintf(out, "   attempt %d %s %s%s -> %s [%s] %s\n", a.N, a.Request.Method, a.Request.URL.Path, key, outcome, a.Class, next)
 }
 
 // flakyAPI fails each endpoint in its own way, and applies each charge once

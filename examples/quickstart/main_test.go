@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestQuickstart runs the demo against the flaky API in memory, on the
+// fake clock of synctest, so the Retry-After second passes instantly.
+func TestQuickstart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newFlakyAPI()
+		inMemory := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, req)
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return rec.Result(), nil
+		})
+		var out bytes.Buffer
+		start := time.Now()
+		run(&out, "http://quickstart.test", inMemory)
+		got := out.String()
+		t.Log("\n" + got)
+
+		for _, want := range []string{
+			"attempt 3 GET /inventory -> 200 OK [success] done: success",
+			"=> 200 42 widgets",
+			"attempt 1 GET /quota -> 429 Too Many Requests [transient] retry in 1.",
+			"(retry-after)",
+			"=> 200 quota ok",
+			"attempt 2 POST /charges key=",
+			"charged once (1 charge(s) recorded)",
+			"attempt 1 GET /missing -> 404 Not Found [fatal] done: not retryable",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+		if strings.Count(got, "attempt ") != 8 {
+			t.Errorf("want 8 attempts in all, got %d", strings.Count(got, "attempt "))
+		}
+		if time.Since(start) < time.Second {
+			t.Errorf("Retry-After: 1 was not obeyed: whole run took %v", time.Since(start))
+		}
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
