@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/seedhq/httpretry"
 )
@@ -43,4 +44,48 @@ func benchRT(b *testing.B, rt http.RoundTripper, req *http.Request) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+}
+
+// BenchmarkBudget measures budget admission under contention: every
+// goroutine asks for a retry and reports a success, the two calls a retried
+// request makes.
+func BenchmarkBudget(b *testing.B) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		b    httpretry.Budget
+	}{
+		{"token-bucket", httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})},
+		{"ratio", httpretry.NewRatioBudget(httpretry.RatioConfig{})},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tc.b.Begin(now)
+					if tc.b.AllowRetry(now, false) {
+						tc.b.Succeeded(now, true, false)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkSuccessPathBudget compares a GET's success path with the default
+// budget and with none; the difference is the budget's cost to healthy calls.
+func BenchmarkSuccessPathBudget(b *testing.B) {
+	inMemory := roundTripFunc(func(*http.Request) (*http.Response, error) { return okResponse, nil })
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/things", nil)
+	noBudget := httpretry.Policy{NewBudget: httpretry.NoBudget}
+	b.Run("in-memory/default-budget", func(b *testing.B) { benchRT(b, &httpretry.Transport{Base: inMemory}, req) })
+	b.Run("in-memory/no-budget", func(b *testing.B) { benchRT(b, &httpretry.Transport{Base: inMemory, Policy: noBudget}, req) })
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	lreq, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	bare := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer bare.CloseIdleConnections()
+	b.Run("loopback/default-budget", func(b *testing.B) { benchRT(b, &httpretry.Transport{Base: bare}, lreq) })
+	b.Run("loopback/no-budget", func(b *testing.B) { benchRT(b, &httpretry.Transport{Base: bare, Policy: noBudget}, lreq) })
 }

@@ -50,8 +50,11 @@ func admit(b *breaker) (func(error), error) {
 		return nil, nil
 	}
 	done, err := b.Allow()
-	if err != nil {
-		return nil, fmt.Errorf("%w (%s: %v)", ErrCircuitOpen, b.Name(), err)
+	switch {
+	case errors.Is(err, gobreaker.ErrTooManyRequests):
+		return nil, fmt.Errorf("%w for %s (half-open, trial requests in flight)", ErrCircuitOpen, b.Name())
+	case err != nil:
+		return nil, fmt.Errorf("%w for %s", ErrCircuitOpen, b.Name())
 	}
 	return done, nil
 }

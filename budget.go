@@ -16,7 +16,9 @@ import (
 // The Transport keeps one Budget per host (per "host:port"), created by
 // Policy.NewBudget, and calls it from many goroutines at once. Methods take
 // the current time so that simulations can drive a budget on a virtual
-// clock; implementations must not block. A nil Budget allows every retry.
+// clock; the Transport reads the clock once per request where it can, so
+// now may lag by the duration of an attempt. Implementations must not
+// block. A nil Budget allows every retry.
 type Budget interface {
 	// Begin records that a logical request to the host starts.
 	Begin(now time.Time)

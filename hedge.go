@@ -43,19 +43,20 @@ func (c *call) hedging() bool {
 func (c *call) sendHedged(ctx context.Context, n int, rc io.ReadCloser) (outcome, int) {
 	limit := min(n+1+c.p.maxHedges, c.p.maxAttempts)
 	results := make(chan outcome, limit-n)
-	var inflight []*outcome // launched, not yet answered
-	launch := func(o *outcome) {
+	var inflight []outcome // launched, not yet answered
+	base, p := c.t.base, c.p
+	launch := func(o outcome) {
 		inflight = append(inflight, o)
-		go func(o outcome) {
-			o.resp, o.err = c.t.base.RoundTrip(o.areq)
-			c.finish(ctx, &o)
+		go func() {
+			o.resp, o.err = base.RoundTrip(o.areq)
+			finish(ctx, p, &o)
 			results <- o
-		}(*o)
+		}()
 	}
 	n++
 	first, ok := c.prepare(ctx, n, rc, true)
 	if !ok {
-		return *first, n // the breaker refused
+		return first, n // the breaker refused
 	}
 	launch(first)
 	timer := time.NewTimer(c.p.hedgeDelay)
@@ -95,7 +96,7 @@ func (c *call) sendHedged(ctx context.Context, n int, rc io.ReadCloser) (outcome
 
 // abandon cancels the attempts still in flight, reports each as lost, and
 // closes their bodies in the background once Base returns.
-func (c *call) abandon(ctx context.Context, inflight []*outcome, results <-chan outcome) {
+func (c *call) abandon(ctx context.Context, inflight []outcome, results <-chan outcome) {
 	for _, o := range inflight {
 		o.done.lose()
 		c.t.observe(ctx, &Attempt{Request: o.areq, N: o.n, Err: ErrHedgeLost, Class: ClassFatal, Stop: StopHedgeLost}, c.budget)
@@ -113,7 +114,7 @@ func (c *call) abandon(ctx context.Context, inflight []*outcome, results <-chan 
 	}(len(inflight))
 }
 
-func removeAttempt(list []*outcome, n int) []*outcome {
+func removeAttempt(list []outcome, n int) []outcome {
 	for i, o := range list {
 		if o.n == n {
 			return append(list[:i], list[i+1:]...)

@@ -2,6 +2,7 @@ package httpretry_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -166,4 +167,8 @@ func readAll(t *testing.T, r io.Reader) string {
 		t.Fatalf("read: %v", err)
 	}
 	return buf.String()
+}
+
+func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), d)
 }

@@ -181,8 +181,10 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		timeoutRetry bool // the last retry was charged as one after a timeout
 		o            outcome
 	)
+	var began time.Time
 	if c.budget != nil {
-		c.budget.Begin(time.Now())
+		began = time.Now()
+		c.budget.Begin(began)
 	}
 	for {
 		if c.hedging() {
@@ -201,7 +203,11 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		a := Attempt{Request: o.areq, N: o.n, Response: o.resp, Err: o.err, Class: o.class}
 		d := c.decide(ctx, &a, sent, &prev)
 		if a.Stop == StopSuccess && c.budget != nil {
-			c.budget.Succeeded(time.Now(), sent > 1, timeoutRetry)
+			now := began // a first-attempt success needs no second clock read
+			if sent > 1 {
+				now = time.Now()
+			}
+			c.budget.Succeeded(now, sent > 1, timeoutRetry)
 		}
 		if a.Retry {
 			timeoutRetry = errors.Is(a.Err, ErrAttemptTimeout)
@@ -238,29 +244,29 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 func (c *call) send(ctx context.Context, n int, rc io.ReadCloser) outcome {
 	o, ok := c.prepare(ctx, n, rc, false)
 	if !ok {
-		return *o
+		return o
 	}
 	o.resp, o.err = c.t.base.RoundTrip(o.areq)
-	c.finish(ctx, o)
-	return *o
+	finish(ctx, c.p, &o)
+	return o
 }
 
 // prepare asks the breaker for attempt n and builds its request. When the
 // breaker refuses, it closes rc and reports false; the outcome then has no
 // request and its error wraps ErrCircuitOpen.
-func (c *call) prepare(ctx context.Context, n int, rc io.ReadCloser, cancelable bool) (*outcome, bool) {
+func (c *call) prepare(ctx context.Context, n int, rc io.ReadCloser, cancelable bool) (outcome, bool) {
 	breakDone, err := admit(c.breaker)
 	if err != nil {
 		closeReader(rc)
-		return &outcome{n: n, err: err, class: ClassFatal, refused: true}, false
+		return outcome{n: n, err: err, class: ClassFatal, refused: true}, false
 	}
 	areq, done := c.attemptRequest(ctx, n, rc, cancelable)
-	return &outcome{n: n, areq: areq, done: done, breakDone: breakDone}, true
+	return outcome{n: n, areq: areq, done: done, breakDone: breakDone}, true
 }
 
-// finish settles what Base returned for o, classifies it and reports it to
-// the breaker. It may run on a hedge's goroutine.
-func (c *call) finish(ctx context.Context, o *outcome) {
+// finish settles what Base returned for o, classifies it under policy p and
+// reports it to the breaker. It may run on a hedge's goroutine.
+func finish(ctx context.Context, p *policy, o *outcome) {
 	o.err = o.done.settle(o.resp, o.err)
 	if o.err != nil && o.done.lost() {
 		o.err = ErrHedgeLost
@@ -273,11 +279,11 @@ func (c *call) finish(ctx context.Context, o *outcome) {
 		o.err = errors.New("httpretry: Base returned neither a response nor an error")
 	}
 	o.class = ClassDefault
-	if c.p.classify != nil {
-		o.class = c.p.classify(o.areq, o.resp, o.err)
+	if p.classify != nil {
+		o.class = p.classify(o.areq, o.resp, o.err)
 	}
 	if o.class == ClassDefault {
-		o.class = c.p.hints.shouldRetry(o.resp)
+		o.class = p.hints.shouldRetry(o.resp)
 	}
 	if o.class == ClassDefault {
 		o.class = Classify(o.areq, o.resp, o.err)

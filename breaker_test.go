@@ -1,0 +1,149 @@
+package httpretry_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
+)
+
+// switchable answers with the current status of each host.
+type switchable struct {
+	mu     sync.Mutex
+	status map[string]int
+	calls  map[string]int
+}
+
+func (s *switchable) set(host string, code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status[host] = code
+}
+
+func (s *switchable) count(host string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[host]
+}
+
+func (s *switchable) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[req.URL.Host]++
+	return &http.Response{StatusCode: s.status[req.URL.Host], Body: http.NoBody}, nil
+}
+
+func TestCircuitBreaker(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &switchable{status: map[string]int{"a.test": 503, "b.test": 200}, calls: map[string]int{}}
+		var changes []string
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			MaxAttempts: 1,
+			NewBudget:   httpretry.NoBudget,
+			Breaker: &gobreaker.Settings{
+				Timeout:     30 * time.Second,
+				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
+				OnStateChange: func(name string, from, to gobreaker.State) {
+					changes = append(changes, fmt.Sprintf("%s: %s→%s", name, from, to))
+				},
+			},
+		}}
+		send := func(host string) (*http.Response, error) {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+host+"/", nil)
+			resp, err := tr.RoundTrip(req)
+			if resp != nil {
+				resp.Body.Close()
+			}
+			return resp, err
+		}
+
+		for range 3 {
+			resp, err := send("a.test")
+			require.NoError(t, err)
+			assert.Equal(t, 503, resp.StatusCode)
+		}
+		// Open: fail fast, without calling Base.
+		_, err := send("a.test")
+		assert.ErrorIs(t, err, httpretry.ErrCircuitOpen)
+		var re *httpretry.RetryError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, httpretry.StopBreaker, re.Reason)
+		assert.Zero(t, re.Attempts)
+		assert.Equal(t, 3, base.count("a.test"))
+
+		// Another host has its own breaker.
+		resp, err := send("b.test")
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+
+		// After the timeout it half-opens; a success closes it.
+		time.Sleep(31 * time.Second)
+		base.set("a.test", 200)
+		resp, err = send("a.test")
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, []string{
+			"a.test: closed→open", "a.test: open→half-open", "a.test: half-open→closed",
+		}, changes)
+	})
+}
+
+func TestBreakerOpenDuringRetriesKeepsTheAnswer(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFake(t, status(503))
+		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
+			Backoff: backoff.Constant(time.Second),
+			Breaker: &gobreaker.Settings{ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 2 }},
+		}}
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err, "the breaker opening mid-call returns the response in hand")
+		defer resp.Body.Close()
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, fake.attempts(), 2)
+		assert.Equal(t, time.Second, time.Since(start), "no wait after the breaker opened")
+	})
+}
+
+func TestBreakerIgnoresCallerCancellation(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		block := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		})
+		tr := &httpretry.Transport{Base: block, Policy: httpretry.Policy{
+			Breaker: &gobreaker.Settings{ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 1 }},
+		}}
+		for range 3 {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			_, err := tr.RoundTrip(get(t, ctx))
+			cancel()
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.NotErrorIs(t, err, httpretry.ErrCircuitOpen, "the caller's own deadline is not the host's failure")
+		}
+	})
+}
+
+func TestInnerBreakerIsTerminal(t *testing.T) {
+	t.Parallel()
+	for _, inner := range []error{httpretry.ErrCircuitOpen, gobreaker.ErrOpenState, fmt.Errorf("sdk: %w", gobreaker.ErrTooManyRequests)} {
+		fake := newFake(t, failWith(inner))
+		tr := &httpretry.Transport{Base: fake}
+		_, err := tr.RoundTrip(get(t, context.Background()))
+		assert.ErrorIs(t, err, inner)
+		assert.Len(t, fake.attempts(), 1, "no retry, no wait, no budget charge")
+	}
+}

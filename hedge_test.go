@@ -1,0 +1,182 @@
+package httpretry_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
+)
+
+// slowBase answers attempt n after latency[n-1] (the last entry repeats)
+// with status codes[n-1], or when the attempt is cancelled, with a body it
+// tracks so the test can check every body was closed.
+type slowBase struct {
+	mu      sync.Mutex
+	latency []time.Duration
+	codes   []int
+	bodies  []*trackedBody
+	seen    []seen
+	ctxErrs []error
+}
+
+func (s *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	n, _ := httpretry.AttemptFromContext(req.Context())
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+	}
+	s.mu.Lock()
+	s.seen = append(s.seen, seen{attempt: n, header: req.Header.Clone(), body: string(body), at: time.Now()})
+	lat, code := s.latency[min(n, len(s.latency))-1], s.codes[min(n, len(s.codes))-1]
+	s.mu.Unlock()
+	select {
+	case <-time.After(lat):
+	case <-req.Context().Done():
+		s.mu.Lock()
+		s.ctxErrs = append(s.ctxErrs, req.Context().Err())
+		s.mu.Unlock()
+		// A Base may still hand back a response after cancellation; it
+		// must be closed by whoever receives it.
+	}
+	tb := &trackedBody{Reader: strings.NewReader("attempt body")}
+	s.mu.Lock()
+	s.bodies = append(s.bodies, tb)
+	s.mu.Unlock()
+	return &http.Response{StatusCode: code, Body: tb, Request: req}, nil
+}
+
+func TestHedgeWinnerAndLoser(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: []time.Duration{10 * time.Second, 100 * time.Millisecond}, codes: []int{200, 201}}
+		var lost []int
+		tr := &httpretry.Transport{Base: base,
+			Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}},
+			OnAttempt: func(a httpretry.Attempt) {
+				if a.Stop == httpretry.StopHedgeLost {
+					lost = append(lost, a.N)
+				}
+			}}
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, site, strings.NewReader(`{"q":1}`))
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 201, resp.StatusCode, "the hedge answered first")
+		assert.Equal(t, 1100*time.Millisecond, time.Since(start))
+		assert.Equal(t, "attempt body", readAll(t, resp.Body))
+		resp.Body.Close()
+		synctest.Wait() // let the loser be reaped
+
+		assert.Equal(t, []int{1}, lost)
+		require.Len(t, base.seen, 2)
+		assert.Equal(t, base.seen[0].header.Get("Idempotency-Key"), base.seen[1].header.Get("Idempotency-Key"))
+		assert.NotEmpty(t, base.seen[0].header.Get("Idempotency-Key"))
+		assert.Equal(t, `{"q":1}`, base.seen[0].body)
+		assert.Equal(t, `{"q":1}`, base.seen[1].body, "each hedge has its own body")
+		assert.Len(t, base.ctxErrs, 1, "the loser was cancelled")
+		for i, b := range base.bodies {
+			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
+		}
+	})
+}
+
+func TestHedgeFastAnswerSendsNoHedge(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: []time.Duration{500 * time.Millisecond}, codes: []int{200}}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Len(t, base.seen, 1)
+	})
+}
+
+func TestHedgeRoundsThenRetries(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// Attempts 1 and 2 (a round) both fail; after the backoff, attempt 3
+		// starts the next round and succeeds.
+		base := &slowBase{latency: []time.Duration{2 * time.Second, 500 * time.Millisecond, 100 * time.Millisecond}, codes: []int{503, 503, 200}}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			Backoff: backoff.Constant(time.Second),
+			Hedge:   httpretry.HedgePolicy{Delay: time.Second},
+		}}
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		require.Len(t, base.seen, 3)
+		assert.Equal(t, 3, base.seen[2].attempt)
+		// Round 1 ends when attempt 1 fails at 2 s; wait 1 s; attempt 3 answers at 3.1 s.
+		assert.Equal(t, 3100*time.Millisecond, time.Since(start))
+		synctest.Wait()
+		for i, b := range base.bodies {
+			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
+		}
+	})
+}
+
+func TestHedgeOnlyForReplayableRequests(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: []time.Duration{5 * time.Second}, codes: []int{200}}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, site, strings.NewReader("x"))
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Len(t, base.seen, 1, "an unkeyed PATCH is never sent twice")
+	})
+}
+
+func TestHedgesAreChargedToTheBudget(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: []time.Duration{10 * time.Second}, codes: []int{200}}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			Hedge: httpretry.HedgePolicy{Delay: time.Second, MaxHedges: 3},
+			NewBudget: func() httpretry.Budget {
+				return httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 5})
+			},
+		}}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		assert.Len(t, base.seen, 3, "the first attempt and the two hedges the budget paid for")
+		for i, b := range base.bodies {
+			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
+		}
+	})
+}
+
+func TestHedgeCallerCancels(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: []time.Duration{time.Hour}, codes: []int{200}}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
+		ctx, cancel := contextWithTimeout(t, 1500*time.Millisecond)
+		defer cancel()
+		_, err := tr.RoundTrip(get(t, ctx))
+		assert.Error(t, err)
+		var re *httpretry.RetryError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, httpretry.StopContext, re.Reason)
+		synctest.Wait()
+		assert.Len(t, base.seen, 2)
+		for i, b := range base.bodies {
+			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
+		}
+	})
+}

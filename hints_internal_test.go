@@ -1,0 +1,87 @@
+package httpretry
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseRateLimit(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{`"default";r=0;t=30`, 30 * time.Second, true},
+		{`"default";r=5;t=30`, 0, false}, // quota left: no reason to wait
+		{`"default";t=7`, 7 * time.Second, true},
+		{`"a";r=0;t=5, "b";r=0;t=60`, time.Minute, true}, // the longest exhausted quota
+		{`"a";r=0;t=5, "b";r=9;t=60`, 5 * time.Second, true},
+		{`"default";r=0;t=-3`, 0, false},
+		{`"default";r=0;t=1.5`, 0, false},
+		{`"default";r=0;t=99999999999999999999`, 0, false},
+		{`garbage`, 0, false},
+		{``, 0, false},
+		{`;;;=,,=;t=`, 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := parseRateLimit(tc.v)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseRateLimit(%q) = %v, %v; want %v, %v", tc.v, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestParseReset(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	cases := []struct {
+		v    string
+		f    ResetFormat
+		want time.Duration
+		ok   bool
+	}{
+		{"30", ResetDeltaSeconds, 30 * time.Second, true},
+		{"1800000045", ResetEpochSeconds, 45 * time.Second, true},
+		{"1700000000", ResetEpochSeconds, 0, true},   // in the past: now
+		{"99999999999", ResetDeltaSeconds, 0, false}, // over 2^32 s: hostile
+		{"-1", ResetDeltaSeconds, 0, false},
+		{"soon", ResetEpochSeconds, 0, false},
+		{"30", ResetFormat(9), 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := parseReset(tc.v, tc.f, now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseReset(%q, %d) = %v, %v; want %v, %v", tc.v, tc.f, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzParseRateLimit(f *testing.F) {
+	for _, s := range []string{`"default";r=0;t=30`, `"a";r=0;t=5, "b";r=0;t=60`, `;;=`, `t=9223372036854775807`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := parseRateLimit(v)
+		if d < 0 || d > maxRetryAfterSeconds*time.Second || (!ok && d != 0) {
+			t.Fatalf("parseRateLimit(%q) = %v, %v", v, d, ok)
+		}
+	})
+}
+
+func FuzzParseReset(f *testing.F) {
+	for _, s := range []string{"30", "1800000045", "-1", "9223372036854775807", " 7 "} {
+		f.Add(s, true)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	f.Fuzz(func(t *testing.T, v string, epoch bool) {
+		format := ResetDeltaSeconds
+		if epoch {
+			format = ResetEpochSeconds
+		}
+		d, ok := parseReset(v, format, now)
+		if d < 0 || d > maxRetryAfterSeconds*time.Second || (!ok && d != 0) {
+			t.Fatalf("parseReset(%q, %v) = %v, %v", v, format, d, ok)
+		}
+	})
+}
