@@ -31,7 +31,7 @@ var ErrHedgeLost = errors.New("httpretry: cancelled, another hedge answered firs
 
 // hedging reports whether this call sends hedges.
 func (c *call) hedging() bool {
-	return c.p.hedgeDelay > 0 && c.body.replayable() && (replayableMethod(c.req.Method) || c.key != "" || c.p.replayable(c.req))
+	return c.p.hedgeDelay > 0 && c.body.replayable() && (c.key != "" || c.p.replayable(c.req))
 }
 
 // sendHedged runs one round of hedged attempts, starting with attempt n+1
@@ -108,7 +108,7 @@ func (c *call) abandon(ctx context.Context, inflight []outcome, results <-chan o
 		for range pending {
 			o := <-results
 			if o.resp != nil {
-				o.resp.Body.Close()
+				closeReader(o.resp.Body)
 			}
 		}
 	}(len(inflight))

@@ -104,6 +104,10 @@ func TestBadKeyGenerator(t *testing.T) {
 		assert.ErrorContains(t, err, "Keys.New")
 		assert.Empty(t, fake.attempts())
 		assert.EqualValues(t, 1, body.closed.Load())
+
+		bodiless, _ := http.NewRequest(http.MethodPost, site, nil)
+		_, err = tr.RoundTrip(bodiless)
+		assert.ErrorContains(t, err, "Keys.New")
 	}
 }
 

@@ -53,12 +53,16 @@ func (c Class) retryable() bool { return c == ClassTransient || c == ClassNotPro
 // in flight); every other status of 400 or more is fatal, 2xx and 3xx are a
 // success.
 //
-// Errors: cancellation, TLS certificate errors, DNS
-// not-found and a breaker's [ErrCircuitOpen] are fatal. Dial errors,
-// connection refused and HTTP/2 REFUSED_STREAM are not-processed. Every other
-// error (resets, EOF before a response, timeouts, temporary DNS failures,
-// GOAWAY and other connection losses) is transient. Decisions use errors.Is
-// and errors.As on typed errors, never the error text.
+// Errors: context.Canceled, TLS certificate errors, a TLS record error (the
+// server does not speak TLS), DNS not-found and a circuit breaker's refusal
+// ([ErrCircuitOpen], or gobreaker's from a layer below) are fatal. Dial
+// errors, connection refused, temporary DNS failures and HTTP/2
+// REFUSED_STREAM are not-processed: the request never reached the server.
+// Every other error (resets, EOF before a response, timeouts, GOAWAY and
+// other connection losses) is transient. A context.DeadlineExceeded here is
+// an attempt timeout: the Transport stops on the caller's own context before
+// classifying. Decisions use errors.Is and errors.As on typed errors, never
+// the error text.
 func Classify(req *http.Request, resp *http.Response, err error) Class {
 	if err != nil {
 		return classifyError(err)
@@ -115,7 +119,7 @@ func classifyError(err error) Class {
 		if dnsErr.IsNotFound {
 			return ClassFatal
 		}
-		return ClassNotProcessed
+		return ClassNotProcessed // no address, so nothing was sent
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ClassNotProcessed
 	case errors.As(err, &opErr) && opErr.Op == "dial":

@@ -123,7 +123,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p.needsKey(req) {
 		key, ok := p.key()
 		if !ok {
-			b.first.Close()
+			closeReader(b.first)
 			return nil, &RetryError{Reason: StopInvalid,
 				Err: errors.New("httpretry: invalid policy: Keys.New returned an empty key or one with control characters")}
 		}
@@ -272,7 +272,7 @@ func finish(ctx context.Context, p *policy, o *outcome) {
 		o.err = ErrHedgeLost
 	}
 	if o.err != nil && o.resp != nil {
-		o.resp.Body.Close() // a broken Base; the error wins, as in http.Client
+		closeReader(o.resp.Body) // a broken Base; the error wins, as in http.Client
 		o.resp = nil
 	}
 	if o.resp == nil && o.err == nil {
