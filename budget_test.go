@@ -139,6 +139,37 @@ func TestBudgetThroughTransport(t *testing.T) {
 	})
 }
 
+// TestBudgetRefillsThroughTransport: after an outage, five clean successes
+// pay for one retry again.
+func TestBudgetRefillsThroughTransport(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &switchable{status: map[string]int{"api.example.com": 503}, calls: map[string]int{}}
+		bucket := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			Backoff: backoff.Constant(0), NewBudget: func() httpretry.Budget { return bucket },
+		}}
+		send := func() {
+			resp, err := tr.RoundTrip(get(t, t.Context()))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		for bucket.Tokens() > 0 {
+			send()
+		}
+		base.set("api.example.com", 200)
+		for range 5 {
+			send()
+		}
+		assert.Equal(t, 5, bucket.Tokens())
+		before := base.count("api.example.com")
+		base.set("api.example.com", 503)
+		send()
+		assert.Equal(t, 2, base.count("api.example.com")-before, "one retry, paid for by five successes")
+		assert.Equal(t, 0, bucket.Tokens())
+	})
+}
+
 func TestBudgetIsPerHost(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
