@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/sony/gobreaker/v2"
 )
@@ -25,7 +24,7 @@ func (t *Transport) breaker(p *policy, u *url.URL) *breaker {
 	if p.breaker == nil {
 		return nil
 	}
-	key := strings.ToLower(u.Host)
+	key := hostKey(u)
 	if b, ok := t.breakers.Load(key); ok {
 		return b.(*breaker)
 	}

@@ -200,6 +200,21 @@ func TestBudgetIsPerHost(t *testing.T) {
 	})
 }
 
+func TestBudgetKeyFoldsTheDefaultPort(t *testing.T) {
+	t.Parallel()
+	created := 0
+	tr := &httpretry.Transport{Base: newFake(t, status(200)), Policy: httpretry.Policy{
+		NewBudget: func() httpretry.Budget { created++; return httpretry.DefaultBudget() },
+	}}
+	for _, u := range []string{"https://api.example.com/", "https://API.example.com:443/", "https://api.example.com:8443/", "http://api.example.com:80/"} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	assert.Equal(t, 2, created, "one budget for api.example.com, one for :8443")
+}
+
 func TestNoBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

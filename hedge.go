@@ -99,7 +99,7 @@ func (c *call) sendHedged(ctx context.Context, n int, rc io.ReadCloser) (outcome
 func (c *call) abandon(ctx context.Context, inflight []outcome, results <-chan outcome) {
 	for _, o := range inflight {
 		o.done.lose()
-		c.t.observe(ctx, &Attempt{Request: o.areq, N: o.n, Err: ErrHedgeLost, Class: ClassFatal, Stop: StopHedgeLost}, c.budget)
+		c.t.observe(ctx, &Attempt{Request: o.areq, N: o.n, Err: ErrHedgeLost, Stop: StopHedgeLost}, c.budget)
 	}
 	if len(inflight) == 0 {
 		return

@@ -17,7 +17,7 @@ func (t *Transport) observe(ctx context.Context, a *Attempt, budget Budget) {
 	}
 	level := slog.LevelInfo
 	switch {
-	case a.Stop == StopSuccess:
+	case a.Stop == StopSuccess || a.Stop == StopHedgeLost:
 		level = slog.LevelDebug
 	case !a.Retry:
 		level = slog.LevelWarn

@@ -67,8 +67,10 @@ type Policy struct {
 	AttemptHeader string
 
 	// NewBudget creates the retry budget of one host; the Transport calls it
-	// once for each "host:port" it sends to under this policy, so one
-	// failing host never spends another's budget. Nil means DefaultBudget, a
+	// once for each host it sends to under this policy, keyed by
+	// "host:port" with the scheme's default port folded away (https://h,
+	// https://h:443 and http://h share one), so one failing host never
+	// spends another's budget. Nil means DefaultBudget, a
 	// token bucket that is invisible while failures are rare and stops
 	// retries under sustained failure. NoBudget turns budgeting off.
 	NewBudget func() Budget

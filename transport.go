@@ -43,8 +43,8 @@ type Transport struct {
 	Hosts map[string]Policy
 
 	// Logger, if non-nil, receives one record per attempt: Debug for an
-	// attempt that succeeds, Info for one that is retried, Warn for a
-	// failure that ends retrying. Nil means silent. Records never carry
+	// attempt that succeeds or a hedge that lost to a faster one, Info for
+	// one that is retried, Warn for a failure that ends retrying. Nil means silent. Records never carry
 	// userinfo, query values, or header values.
 	Logger *slog.Logger
 
@@ -66,7 +66,7 @@ type Attempt struct {
 	N        int            // attempt number, 1 for the first
 	Response *http.Response // the response, nil when Err is set
 	Err      error          // the attempt's error, nil when Response is set
-	Class    Class          // how the outcome was classified
+	Class    Class          // how the outcome was classified; ClassDefault for a hedge cancelled unanswered
 	Retry    bool           // another attempt follows after Delay
 	Delay    time.Duration  // the wait before the next attempt, when Retry
 	// DelaySource names where Delay came from: "backoff", "retry-after",
@@ -146,12 +146,23 @@ type call struct {
 // budget returns the retry budget of u's host under p, creating it on
 // first use.
 func (t *Transport) budget(p *policy, u *url.URL) Budget {
-	key := strings.ToLower(u.Host)
+	key := hostKey(u)
 	if b, ok := t.budgets.Load(key); ok {
 		return budgetOf(b)
 	}
 	b, _ := t.budgets.LoadOrStore(key, p.newBudget())
 	return budgetOf(b)
+}
+
+// hostKey names u's host for per-host state: lower-case "host:port", with
+// the scheme's default port left off, so that https://h and https://h:443
+// share their state.
+func hostKey(u *url.URL) string {
+	key := strings.ToLower(u.Host)
+	if i := strings.LastIndexByte(key, ':'); i > 0 && !strings.HasSuffix(key, "]") && key[i+1:] == defaultPort(u.Scheme) {
+		key = key[:i]
+	}
+	return key
 }
 
 func budgetOf(v any) Budget {
