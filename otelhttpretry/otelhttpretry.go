@@ -1,0 +1,104 @@
+// Package otelhttpretry traces every attempt of an [httpretry.Transport] as
+// its own OpenTelemetry client span, as the HTTP semantic conventions ask:
+// one span per request sent over the wire, and on each resend the attribute
+// http.request.resend_count, the attempt number minus one.
+//
+// Use NewTransport as the Base of the retrying transport:
+//
+//	client := &http.Client{Transport: &httpretry.Transport{
+//		Base: otelhttpretry.NewTransport(nil),
+//	}}
+//
+// The spans come from [otelhttp.NewTransport], so they carry its usual
+// attributes and status and propagate the trace context on every attempt;
+// all attempts of one call are siblings under the caller's span. The first
+// attempt carries no http.request.resend_count: the conventions set it only
+// when the request was retried.
+//
+// What is counted is httpretry's attempts. A redirect that http.Client
+// follows reaches the Transport as a new request and starts again at attempt
+// 1; a request that net/http's own Transport silently re-sends on a stale
+// keep-alive connection stays inside one attempt and one span.
+//
+// With another instrumentation, or to keep otelhttp's options in one place,
+// put [ResendCount] directly under the layer that starts the span.
+//
+// [otelhttp.NewTransport]: https://pkg.go.dev/go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp#NewTransport
+package otelhttpretry
+
+import (
+	"net/http"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/seedhq/httpretry"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Transport is an http.RoundTripper that sends each request through an
+// otelhttp client span whose attributes include http.request.resend_count.
+// Create it with NewTransport. It is safe for concurrent use.
+type Transport struct {
+	traced http.RoundTripper
+	base   http.RoundTripper
+}
+
+// NewTransport returns a Transport to use as the Base of an
+// httpretry.Transport. base sends each attempt; nil means a pooled transport
+// from go-cleanhttp, as httpretry itself uses. opts configure the spans as
+// for otelhttp.NewTransport (tracer provider, propagators, span names, …).
+func NewTransport(base http.RoundTripper, opts ...otelhttp.Option) *Transport {
+	if base == nil {
+		base = cleanhttp.DefaultPooledTransport()
+	}
+	return &Transport{traced: otelhttp.NewTransport(ResendCount(base), opts...), base: base}
+}
+
+// RoundTrip starts a client span for req, records http.request.resend_count
+// on it when req is a resend, and sends req with the base transport.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.traced.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of the base transport,
+// if it has such a method. (otelhttp's transport does not forward the call.)
+func (t *Transport) CloseIdleConnections() {
+	closeIdle(t.base)
+}
+
+// ResendCount returns an http.RoundTripper that sets
+// http.request.resend_count on the span in each request's context, when the
+// request is attempt n ≥ 2 of an httpretry.Transport (n − 1), and then sends
+// it with next. Requests that did not come from an httpretry.Transport, and
+// first attempts, pass through unchanged. Put it directly under the layer
+// that starts a span per request, such as otelhttp.NewTransport; above that
+// layer it would mark the caller's span instead. A nil next means
+// http.DefaultTransport.
+func ResendCount(next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return resendCount{next}
+}
+
+type resendCount struct {
+	next http.RoundTripper
+}
+
+func (rc resendCount) RoundTrip(req *http.Request) (*http.Response, error) {
+	if n, ok := httpretry.AttemptFromContext(req.Context()); ok && n > 1 {
+		trace.SpanFromContext(req.Context()).SetAttributes(semconv.HTTPRequestResendCount(n - 1))
+	}
+	return rc.next.RoundTrip(req)
+}
+
+func (rc resendCount) CloseIdleConnections() {
+	closeIdle(rc.next)
+}
+
+func closeIdle(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

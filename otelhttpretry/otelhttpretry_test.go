@@ -1,0 +1,204 @@
+package otelhttpretry_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/otelhttpretry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+const resendCount = attribute.Key("http.request.resend_count")
+
+// flaky answers 503 to the first failures requests, then 200, and keeps
+// what it saw.
+type flaky struct {
+	failures int
+
+	mu      sync.Mutex
+	parents []string // traceparent header of each request
+	bodies  []string
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.parents = append(f.parents, r.Header.Get("Traceparent"))
+	f.bodies = append(f.bodies, string(b))
+	n := len(f.parents)
+	f.mu.Unlock()
+	if n <= f.failures {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok")
+}
+
+func (f *flaky) seen() (parents, bodies []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.parents...), append([]string(nil), f.bodies...)
+}
+
+// newTracing returns a tracer provider that exports every ended span to the
+// returned in-memory exporter, synchronously.
+func newTracing(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp, exp
+}
+
+func newClient(tp trace.TracerProvider) *http.Client {
+	return &http.Client{Transport: &httpretry.Transport{
+		Policy: httpretry.Policy{Backoff: backoff.Constant(0)},
+		Base: otelhttpretry.NewTransport(nil,
+			otelhttp.WithTracerProvider(tp),
+			otelhttp.WithPropagators(propagation.TraceContext{})),
+	}}
+}
+
+func attr(s tracetest.SpanStub, key attribute.Key) (attribute.Value, bool) {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+func TestOneSpanPerAttemptWithResendCount(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		method   string
+		body     string
+		failures int
+	}{
+		{"GET succeeds at once", http.MethodGet, "", 0},
+		{"GET after two 503s", http.MethodGet, "", 2},
+		{"keyed POST after three 503s", http.MethodPost, `{"amount":1999}`, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(&flaky{failures: tt.failures})
+			t.Cleanup(srv.Close)
+			fl := srv.Config.Handler.(*flaky)
+			tp, exp := newTracing(t)
+
+			ctx, parent := tp.Tracer("test").Start(context.Background(), "checkout")
+			req, err := http.NewRequestWithContext(ctx, tt.method, srv.URL+"/inventory", strings.NewReader(tt.body))
+			require.NoError(t, err)
+			resp, err := newClient(tp).Do(req)
+			require.NoError(t, err)
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			parent.End()
+			assert.Equal(t, "ok", string(b))
+
+			attempts := tt.failures + 1
+			spans := exp.GetSpans()
+			require.Len(t, spans, attempts+1, "one client span per attempt, and the parent")
+			client := spans[:attempts] // ended in order; the parent ends last
+			parents, bodies := fl.seen()
+			for i, s := range client {
+				n := i + 1
+				assert.Equal(t, trace.SpanKindClient, s.SpanKind, "attempt %d", n)
+				assert.Equal(t, parent.SpanContext().SpanID(), s.Parent.SpanID(), "attempt %d is a child of the caller's span", n)
+				v, ok := attr(s, resendCount)
+				if n == 1 {
+					assert.False(t, ok, "the first attempt is not a resend")
+				} else {
+					require.True(t, ok, "attempt %d carries the resend count", n)
+					assert.Equal(t, int64(n-1), v.AsInt64(), "attempt %d", n)
+				}
+				status, _ := attr(s, "http.response.status_code")
+				if n < attempts {
+					assert.Equal(t, int64(http.StatusServiceUnavailable), status.AsInt64())
+					assert.Equal(t, codes.Error, s.Status.Code)
+				} else {
+					assert.Equal(t, int64(http.StatusOK), status.AsInt64())
+					assert.Equal(t, codes.Unset, s.Status.Code)
+				}
+				// The server saw this attempt's span as its parent.
+				assert.Contains(t, parents[i], s.SpanContext.SpanID().String(), "attempt %d", n)
+				assert.Equal(t, tt.body, bodies[i], "attempt %d got the whole body", n)
+			}
+		})
+	}
+}
+
+func TestResendCountOutsideARetryingTransport(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(&flaky{})
+	t.Cleanup(srv.Close)
+	tp, exp := newTracing(t)
+	client := &http.Client{Transport: otelhttpretry.NewTransport(nil, otelhttp.WithTracerProvider(tp))}
+
+	resp, err := client.Get(srv.URL)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+
+	spans := exp.GetSpans()
+	require.Len(t, spans, 1)
+	_, ok := attr(spans[0], resendCount)
+	assert.False(t, ok)
+}
+
+func TestResendCountUnderAnyTracingLayer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(&flaky{failures: 1})
+	t.Cleanup(srv.Close)
+	tp, exp := newTracing(t)
+	// The explicit form of NewTransport: ResendCount directly under otelhttp.
+	client := &http.Client{Transport: &httpretry.Transport{
+		Policy: httpretry.Policy{Backoff: backoff.Constant(0)},
+		Base:   otelhttp.NewTransport(otelhttpretry.ResendCount(nil), otelhttp.WithTracerProvider(tp)),
+	}}
+
+	resp, err := client.Get(srv.URL)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+
+	spans := exp.GetSpans()
+	require.Len(t, spans, 2)
+	v, ok := attr(spans[1], resendCount)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), v.AsInt64())
+}
+
+type idleCounter struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *idleCounter) CloseIdleConnections() { c.closed++ }
+
+func TestCloseIdleConnectionsReachesBase(t *testing.T) {
+	t.Parallel()
+	base := &idleCounter{RoundTripper: http.DefaultTransport}
+	rt := &httpretry.Transport{Base: otelhttpretry.NewTransport(base)}
+
+	rt.CloseIdleConnections()
+	otelhttpretry.ResendCount(base).(interface{ CloseIdleConnections() }).CloseIdleConnections()
+
+	assert.Equal(t, 2, base.closed)
+}
