@@ -39,8 +39,10 @@ const (
 	// delay, at the cost of a longer mean wait.
 	EqualJitter
 	// PercentJitter draws uniformly from [d·(1−p), d·(1+p)], p taken from the
-	// strategy's Percent field. It keeps the schedule recognisable but is not
-	// a herd control: clients stay clustered around d.
+	// strategy's Percent field. Once d·(1+p) would pass the cap, d is lowered
+	// to cap/(1+p), so the spread stays whole below the cap instead of piling
+	// up on it. It keeps the schedule recognisable but is not a herd
+	// control: clients stay clustered around d.
 	PercentJitter
 )
 
@@ -241,6 +243,12 @@ func jitter(j Jitter, p, d float64, c time.Duration, r *rand.Rand) time.Duration
 			p = 0
 		}
 		p = min(p, 1)
+		// Near the cap, centre the spread on cap/(1+p) so the whole range
+		// fits below the cap: clamping the top of it to the cap would put a
+		// share of the clients on exactly the same delay again.
+		if c > 0 {
+			d = min(d, float64(c)/(1+p))
+		}
 		d *= 1 - p + 2*p*uniform(r)
 	}
 	return clamp(d, c)

@@ -131,8 +131,9 @@ func TestJitterDistribution(t *testing.T) {
 			900 * ms, 1100 * ms, 10 * time.Second, sec},
 		{"percent 50%", backoff.Linear{Base: time.Second, Jitter: backoff.PercentJitter, Percent: 0.5}, 1, 0,
 			500 * ms, 1500 * ms, 0, sec},
-		{"percent clamped at cap", backoff.Exponential{Base: time.Second, Cap: 1050 * ms, Jitter: backoff.PercentJitter}, 1, 0,
-			900 * ms, 1050 * ms, 1050 * ms, meanMinUniform(0.9, 1.1, 1.05) * sec},
+		// Near the cap the spread is centred on cap/(1+p), whole below the cap.
+		{"percent lowered below the cap", backoff.Exponential{Base: time.Second, Cap: 1100 * ms, Jitter: backoff.PercentJitter}, 3, 0,
+			900 * ms, 1100 * ms, 1100 * ms, sec},
 		{"decorrelated first retry", backoff.Decorrelated{Base: 100 * ms, Cap: time.Second}, 1, 0,
 			100 * ms, 300 * ms, time.Second, meanMinUniform(0.1, 0.3, 1) * sec},
 		{"decorrelated capped", backoff.Decorrelated{Base: 100 * ms, Cap: time.Second}, 7, 500 * ms,

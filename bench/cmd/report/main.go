@@ -1,0 +1,100 @@
+// Command report runs httpretry's overhead benchmarks and the simulations
+// of papers.md §8, then writes docs/performance.md and its charts in
+// docs/img. Run it from the bench directory:
+//
+//	go run ./cmd/report                  # everything, a few minutes on two cores
+//	go run ./cmd/report -bench=false     # reuse results/overhead.txt
+//	go run ./cmd/report -overhead-only   # benchmarks, benchstat and ratios to stdout
+//
+// The benchmarks run with -count 6 by default and are compared with
+// benchstat; the report quotes medians, their spread and ratios to the
+// bare transport.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+func main() {
+	var (
+		docs         = flag.String("docs", "../docs", "where performance.md and img/ are written")
+		runs         = flag.Int("runs", 100, "scenario A: runs per point and seed")
+		herdRuns     = flag.Int("herd-runs", 20, "scenario B: runs per mode")
+		bench        = flag.Bool("bench", true, "run the overhead benchmarks (false: reuse -bench-file)")
+		count        = flag.Int("count", 6, "benchmark -count")
+		benchtime    = flag.String("benchtime", "1s", "benchmark -benchtime")
+		benchFile    = flag.String("bench-file", "results/overhead.txt", "raw benchmark output")
+		format       = flag.String("format", "svg", "chart format: svg, or png to inspect them")
+		overheadOnly = flag.Bool("overhead-only", false, "run the benchmarks, print benchstat and the ratio table, write nothing else")
+	)
+	flag.Parse()
+	chartFormat = *format
+	log.SetFlags(0)
+	start := time.Now()
+
+	if *bench || *overheadOnly {
+		if err := os.MkdirAll(filepath.Dir(*benchFile), 0o755); err != nil {
+			log.Fatal(err)
+		}
+		log.Printf("benchmarks: -count %d -benchtime %s → %s", *count, *benchtime, *benchFile)
+		if err := runBenchmarks(".", *benchFile, *count, *benchtime); err != nil {
+			log.Fatalf("benchmarks: %v", err)
+		}
+	}
+	var r report
+	r.started = start
+	if s, meta, err := parseBenchmarks(*benchFile); err == nil && len(s) > 0 {
+		r.bench, r.benchMeta = s, meta
+		if r.benchstat, err = benchstat(".", *benchFile); err != nil {
+			log.Printf("benchstat: %v", err)
+		}
+	} else {
+		log.Printf("no benchmark results in %s: the overhead section is left out", *benchFile)
+	}
+	if *overheadOnly {
+		fmt.Println(r.benchstat)
+		fmt.Println(overheadTable(r.bench))
+		return
+	}
+
+	simStart := time.Now()
+	log.Printf("scenario A: %d runs per point and seed", *runs)
+	r.occRuns, r.occ = *runs, runOCC(*runs)
+	log.Printf("scenario B: %d runs per mode", *herdRuns)
+	r.herds = runHerds(*herdRuns)
+	log.Print("scenario C")
+	r.storms = runStorms()
+	log.Print("scenario C2")
+	r.meta = runMetastable(900 * time.Second)
+	r.simTime = time.Since(simStart)
+
+	img := filepath.Join(*docs, "img")
+	if err := os.MkdirAll(img, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	for _, err := range []error{
+		occCharts(img, r.occ),
+		herdChart(img, "herd-arrivals", r.herds[0], 30*time.Second),
+		stormChart(img, r.storms),
+		metastableChart(img, r.meta, 300*time.Second),
+	} {
+		if err != nil {
+			log.Fatalf("charts: %v", err)
+		}
+	}
+	out := filepath.Join(*docs, "performance.md")
+	if err := os.WriteFile(out, []byte(r.markdown()), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("wrote %s and charts in %s (%v)", out, img, time.Since(start).Round(time.Second))
+	for _, t := range r.targets() {
+		if !t.met {
+			log.Printf("target missed: %s: %s", t.name, t.measured)
+		}
+	}
+}

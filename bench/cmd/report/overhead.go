@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/seedhq/httpretry/bench/sim"
+)
+
+// benchstatCmd is the benchstat the report runs, at a pinned version.
+const benchstatCmd = "golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da"
+
+var (
+	benchCases   = []string{"get", "get-parallel", "post-1MiB-getbody", "post-1MiB-opaque", "post-8MiB-opaque"}
+	benchClients = []string{"bare", "httpretry", "retryablehttp", "failsafehttp"}
+)
+
+// runBenchmarks runs BenchmarkOverhead count times into file.
+func runBenchmarks(dir, file string, count int, benchtime string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "^BenchmarkOverhead$", "-benchmem",
+		"-count", strconv.Itoa(count), "-benchtime", benchtime, ".")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, f, os.Stderr
+	return cmd.Run()
+}
+
+// benchstat runs benchstat on file with the clients as columns, so each
+// column is compared with the first, the bare transport.
+func benchstat(dir, file string) (string, error) {
+	cmd := exec.Command("go", "run", benchstatCmd, "-col", "/client", file)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// benchSamples maps case → client → unit → samples.
+type benchSamples map[string]map[string]map[string][]float64
+
+var benchLine = regexp.MustCompile(`^BenchmarkOverhead/case=([^/]+)/client=(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+// parseBenchmarks reads go test -bench output.
+func parseBenchmarks(file string) (benchSamples, map[string]string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	s := benchSamples{}
+	meta := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if k, v, ok := strings.Cut(line, ": "); ok && (k == "cpu" || k == "goos" || k == "goarch") {
+			meta[k] = v
+		}
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		fields := strings.Fields(m[3])
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				continue
+			}
+			if s[m[1]] == nil {
+				s[m[1]] = map[string]map[string][]float64{}
+			}
+			if s[m[1]][m[2]] == nil {
+				s[m[1]][m[2]] = map[string][]float64{}
+			}
+			s[m[1]][m[2]][fields[i+1]] = append(s[m[1]][m[2]][fields[i+1]], v)
+		}
+	}
+	return s, meta, sc.Err()
+}
+
+// median returns the median of a client's samples of unit, or NaN.
+func (s benchSamples) median(c, client, unit string) float64 {
+	return sim.Median(s[c][client][unit])
+}
+
+// spread is the half-range of the samples relative to their median: how far
+// apart the repeated runs landed.
+func (s benchSamples) spread(c, client, unit string) float64 {
+	xs := s[c][client][unit]
+	if len(xs) == 0 {
+		return 0
+	}
+	return (slices.Max(xs) - slices.Min(xs)) / 2 / sim.Median(xs)
+}
+
+// overheadTable renders the medians and their ratios to the bare transport.
+func overheadTable(s benchSamples) string {
+	var b strings.Builder
+	b.WriteString("| case | client | ns/op (median ± half-range) | × bare | B/op | × bare | allocs/op | × bare |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, c := range benchCases {
+		if s[c] == nil {
+			continue
+		}
+		for _, cl := range benchClients {
+			ns, bytes, allocs := s.median(c, cl, "ns/op"), s.median(c, cl, "B/op"), s.median(c, cl, "allocs/op")
+			fmt.Fprintf(&b, "| %s | %s | %s ± %.0f %% | %s | %s | %s | %.0f | %s |\n", c, cl,
+				fmtNum(ns), 100*s.spread(c, cl, "ns/op"), ratio(ns, s.median(c, "bare", "ns/op")),
+				fmtNum(bytes), ratio(bytes, s.median(c, "bare", "B/op")),
+				allocs, ratio(allocs, s.median(c, "bare", "allocs/op")))
+		}
+	}
+	return b.String()
+}
+
+func ratio(v, bare float64) string {
+	if bare == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", v/bare)
+}
+
+// fmtNum prints a count with thin thousands separators.
+func fmtNum(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 0, 64)
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}

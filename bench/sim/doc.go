@@ -1,0 +1,26 @@
+// Package sim runs the scenarios of papers.md §8 on a virtual clock: a
+// discrete-event loop in which time is a number, so a 300-second retry storm
+// takes milliseconds and no test ever sleeps.
+//
+// The simulations call the real engine: delays come from the strategies of
+// package backoff (Exponential, Decorrelated, Constant) and retry decisions
+// from httpretry's budgets (TokenBucket, RatioBudget), which take the
+// current time as an argument and so run on virtual time unchanged. Nothing
+// here re-implements a delay formula or a budget.
+//
+// Scenarios:
+//
+//   - OCC (A): Brooker's optimistic-concurrency contention model, the one
+//     behind "Exponential Backoff And Jitter" (2015), with his parameters.
+//   - Herd (B): a synchronised herd of clients retrying against a server
+//     that comes back with a fixed capacity per window.
+//   - Storm (C): open-loop Poisson clients against a server failing at a
+//     fixed rate, with and without retry budgets.
+//   - Metastable (C2): Bronson et al.'s closed-loop retry example, in which
+//     a 10 s blip leaves a server at 280/300 QPS overloaded for good unless
+//     retries stop.
+//
+// Every client draws from its own random stream, seeded from the run's seed
+// and the client's number (see Stream), so runs are reproducible and no two
+// clients share a sequence.
+package sim
