@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -141,33 +139,6 @@ type call struct {
 	key     string
 	budget  Budget   // nil: no budget
 	breaker *breaker // nil: no breaker
-}
-
-// budget returns the retry budget of u's host under p, creating it on
-// first use.
-func (t *Transport) budget(p *policy, u *url.URL) Budget {
-	key := hostKey(u)
-	if b, ok := t.budgets.Load(key); ok {
-		return budgetOf(b)
-	}
-	b, _ := t.budgets.LoadOrStore(key, p.newBudget())
-	return budgetOf(b)
-}
-
-// hostKey names u's host for per-host state: lower-case "host:port", with
-// the scheme's default port left off, so that https://h and https://h:443
-// share their state.
-func hostKey(u *url.URL) string {
-	key := strings.ToLower(u.Host)
-	if i := strings.LastIndexByte(key, ':'); i > 0 && !strings.HasSuffix(key, "]") && key[i+1:] == defaultPort(u.Scheme) {
-		key = key[:i]
-	}
-	return key
-}
-
-func budgetOf(v any) Budget {
-	b, _ := v.(Budget)
-	return b
 }
 
 // outcome is one attempt: its request, what Base returned, and how it was
