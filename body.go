@@ -56,6 +56,10 @@ func prepareBody(req *http.Request, limit int64) (body, error) {
 		return body{first: &streamBody{io.MultiReader(&buf, req.Body), req.Body}}, nil
 	}
 	req.Body.Close()
+	if req.ContentLength > 0 && int64(buf.Len()) != req.ContentLength {
+		// Every attempt would fail the same way in the inner transport.
+		return body{}, fmt.Errorf("%w: ContentLength is %d but the body holds %d bytes", ErrRequestBody, req.ContentLength, buf.Len())
+	}
 	data := buf.Bytes()
 	return body{
 		first: io.NopCloser(bytes.NewReader(data)),

@@ -97,6 +97,19 @@ func TestBodyErrors(t *testing.T) {
 		assert.Empty(t, fake.attempts(), "nothing half-read is sent")
 		assert.EqualValues(t, 1, body.closed.Load())
 	})
+	t.Run("a Content-Length that lies", func(t *testing.T) {
+		for _, n := range []int64{3, 50} {
+			fake := newFake(t, status(200))
+			body := newCountingBody("0123456789")
+			req, _ := http.NewRequest(http.MethodPut, site, body)
+			req.ContentLength = n
+			_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
+			assert.ErrorIs(t, err, httpretry.ErrRequestBody)
+			assert.ErrorContains(t, err, "ContentLength")
+			assert.Empty(t, fake.attempts())
+			assert.EqualValues(t, 1, body.closed.Load())
+		}
+	})
 	t.Run("GetBody that errors before a retry returns the response in hand", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			fake := newFake(t, status(503), status(200))

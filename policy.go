@@ -47,7 +47,8 @@ type Policy struct {
 	// built-in rules (see the package-level Classify function); returning
 	// ClassDefault falls back to them. req is the attempt's request, with
 	// its idempotency key. Exactly one of resp and err is non-nil; Classify
-	// must not read or close resp.Body.
+	// must not read or close resp.Body. It is called from many goroutines
+	// at once (hedged attempts included).
 	Classify func(req *http.Request, resp *http.Response, err error) Class
 
 	// Keys configures the Idempotency-Key header that makes retrying a POST
