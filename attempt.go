@@ -164,6 +164,8 @@ func checkRequest(req *http.Request, ownBase bool) error {
 		return bad("unsupported scheme %q", req.URL.Scheme)
 	case req.Method != "" && !validToken(req.Method):
 		return bad("invalid method %q", req.Method)
+	case (req.Body == nil || req.Body == http.NoBody) && req.ContentLength > 0:
+		return bad("ContentLength is %d but there is no body", req.ContentLength)
 	}
 	for name, values := range req.Header {
 		if !validToken(name) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // body holds what is needed to give every attempt its own request body.
@@ -78,15 +79,25 @@ type streamBody struct {
 
 func (s *streamBody) Close() error { return s.orig.Close() }
 
-// drainLimit bounds how much of a discarded response body is read so its
-// connection can be reused; a longer body is closed unread.
-const drainLimit = 64 << 10
+// Draining a discarded response lets its connection be reused. It is
+// bounded in bytes and in time: a longer or slower body is closed unread,
+// which costs only that connection.
+const (
+	drainLimit   = 64 << 10
+	drainTimeout = 250 * time.Millisecond
+)
 
-// discard drains a bounded amount of resp's body and closes it.
+// discard drains a bounded amount of resp's body and closes it exactly
+// once. A body that trickles is closed from a timer, which unblocks the
+// read: net/http's HTTP/1 and HTTP/2 bodies allow Close during Read.
 func discard(resp *http.Response) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
-	io.CopyN(io.Discard, resp.Body, drainLimit)
-	resp.Body.Close()
+	body := resp.Body
+	timer := time.AfterFunc(drainTimeout, func() { body.Close() })
+	io.CopyN(io.Discard, body, drainLimit)
+	if timer.Stop() {
+		body.Close()
+	}
 }

@@ -26,10 +26,11 @@ type Policy struct {
 	// A strategy with a Validate() error method is validated once.
 	Backoff backoff.Strategy
 
-	// AttemptTimeout bounds each attempt, from sending the request until
-	// the response body is closed. It never shortens the caller's context.
-	// An attempt that times out is retried like any transient failure.
-	// 0 means no per-attempt limit.
+	// AttemptTimeout bounds each attempt from sending the request until
+	// its response header arrives. The attempt's context then lives until
+	// the response body is closed, so a slow body still streams in full. It
+	// never shortens the caller's context. An attempt that times out is
+	// retried like any transient failure. 0 means no per-attempt limit.
 	AttemptTimeout time.Duration
 
 	// MaxRetryAfter is the longest server-requested wait obeyed. A response

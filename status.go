@@ -7,7 +7,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -59,13 +61,21 @@ func (c Class) retryable() bool { return c == ClassTransient || c == ClassNotPro
 // errors, connection refused, temporary DNS failures and HTTP/2
 // REFUSED_STREAM are not-processed: the request never reached the server.
 // Every other error (resets, EOF before a response, timeouts, GOAWAY and
-// other connection losses) is transient. A context.DeadlineExceeded here is
+// other connection losses) is transient, except for a URL scheme other than
+// http and https, where a Base of the caller's fails in ways these rules
+// cannot know and an unrecognised error is fatal. A context.DeadlineExceeded here is
 // an attempt timeout: the Transport stops on the caller's own context before
 // classifying. Decisions use errors.Is and errors.As on typed errors, never
 // the error text.
 func Classify(req *http.Request, resp *http.Response, err error) Class {
 	if err != nil {
-		return classifyError(err)
+		c := classifyError(err)
+		if c == ClassTransient && req != nil && req.URL != nil && !isHTTP(req.URL.Scheme) {
+			// A Base of the caller's that speaks another scheme fails in
+			// ways these rules do not know: never guess that it is transient.
+			return ClassFatal
+		}
+		return c
 	}
 	switch resp.StatusCode {
 	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
@@ -83,15 +93,54 @@ func Classify(req *http.Request, resp *http.Response, err error) Class {
 	return ClassSuccess
 }
 
-// h2StreamError mirrors the shape of net/http's HTTP/2 stream error, whose
-// As method fills any struct with the same field names and convertible types.
-type h2StreamError struct {
-	StreamID uint32
-	Code     uint32
-	Cause    error
+// refusedStream reports whether err wraps an HTTP/2 stream error with code
+// REFUSED_STREAM: net/http's bundled one or golang.org/x/net/http2's, both
+// unexported or out of reach of this module. It matches their shape, a
+// struct with fields StreamID and Code of kind uint32, so that no x/net
+// dependency is needed.
+func refusedStream(err error) bool {
+	for _, e := range errorTree(err) {
+		v := reflect.ValueOf(e)
+		if v.Kind() == reflect.Pointer && !v.IsNil() {
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct {
+			continue
+		}
+		id, code := v.FieldByName("StreamID"), v.FieldByName("Code")
+		if id.IsValid() && code.IsValid() && id.Kind() == reflect.Uint32 && code.Kind() == reflect.Uint32 &&
+			code.Uint() == h2RefusedStream {
+			return true
+		}
+	}
+	return false
 }
 
-func (e h2StreamError) Error() string { return "http2 stream error" }
+// errorTree lists err and everything it wraps, depth first.
+func errorTree(err error) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil || len(out) > 64 {
+			return
+		}
+		out = append(out, e)
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
+func isHTTP(scheme string) bool {
+	return strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https")
+}
 
 const h2RefusedStream = 0x7
 
@@ -109,7 +158,6 @@ func classifyError(err error) Class {
 		recordErr   tls.RecordHeaderError
 		dnsErr      *net.DNSError
 		opErr       *net.OpError
-		streamErr   h2StreamError
 	)
 	switch {
 	case errors.As(err, &certErr), errors.As(err, &unknownAuth),
@@ -124,7 +172,7 @@ func classifyError(err error) Class {
 		return ClassNotProcessed
 	case errors.As(err, &opErr) && opErr.Op == "dial":
 		return ClassNotProcessed
-	case errors.As(err, &streamErr) && streamErr.Code == h2RefusedStream:
+	case refusedStream(err):
 		return ClassNotProcessed
 	}
 	return ClassTransient
