@@ -66,7 +66,7 @@ func (c *call) sendHedged(ctx context.Context, n int, rc io.ReadCloser) (outcome
 		case o := <-results:
 			inflight = removeAttempt(inflight, o.n)
 			if len(inflight) == 0 || !o.class.retryable() {
-				c.abandon(ctx, inflight, results)
+				c.abandon(ctx, inflight, results, nil)
 				return o, n
 			}
 			// Others are still out: this failure is discarded, the round goes on.
@@ -88,30 +88,43 @@ func (c *call) sendHedged(ctx context.Context, n int, rc io.ReadCloser) (outcome
 			launch(o)
 			timer.Reset(c.p.hedgeDelay)
 		case <-ctx.Done():
-			c.abandon(ctx, inflight, results)
-			return outcome{n: n, areq: first.areq, err: context.Cause(ctx), class: ClassFatal}, n
+			// The newest attempt stands for the round in RoundTrip's own
+			// report; the others are reported here.
+			last := inflight[len(inflight)-1]
+			c.abandon(ctx, inflight[:len(inflight)-1], results, context.Cause(ctx))
+			last.done.lose()
+			go reap(results, 1)
+			return outcome{n: last.n, areq: last.areq, err: context.Cause(ctx), class: ClassFatal}, n
 		}
 	}
 }
 
-// abandon cancels the attempts still in flight, reports each as lost, and
-// closes their bodies in the background once Base returns.
-func (c *call) abandon(ctx context.Context, inflight []outcome, results <-chan outcome) {
+// abandon cancels the attempts still in flight, reports each, and closes
+// their bodies in the background once Base returns. A nil cause means a
+// hedge answered first; otherwise the caller's context ended with cause.
+func (c *call) abandon(ctx context.Context, inflight []outcome, results <-chan outcome, cause error) {
 	for _, o := range inflight {
 		o.done.lose()
-		c.t.observe(ctx, &Attempt{Request: o.areq, N: o.n, Err: ErrHedgeLost, Stop: StopHedgeLost}, c.budget)
-	}
-	if len(inflight) == 0 {
-		return
-	}
-	go func(pending int) {
-		for range pending {
-			o := <-results
-			if o.resp != nil {
-				closeReader(o.resp.Body)
-			}
+		a := Attempt{Request: o.areq, N: o.n, Err: ErrHedgeLost, Stop: StopHedgeLost}
+		if cause != nil {
+			a.Err, a.Class, a.Stop = cause, ClassFatal, StopContext
 		}
-	}(len(inflight))
+		c.t.observe(ctx, &a, c.budget)
+	}
+	if len(inflight) > 0 {
+		go reap(results, len(inflight))
+	}
+}
+
+// reap waits for the answers of pending cancelled attempts and closes their
+// bodies.
+func reap(results <-chan outcome, pending int) {
+	for range pending {
+		o := <-results
+		if o.resp != nil {
+			closeReader(o.resp.Body)
+		}
+	}
 }
 
 func removeAttempt(list []outcome, n int) []outcome {
