@@ -8,6 +8,12 @@
 //   - compare_test.go: what each library does to the caller's request,
 //     discarded responses, a one-hour Retry-After, an unkeyed POST, a TLS
 //     certificate error and exhaustion; docs/comparison-tests.md tabulates it.
+//   - compare_policies_test.go: default attempts, backoff shape, budgets,
+//     breakers, hedging, per-host policies, per-attempt timeouts and
+//     deadline-aware waits in the three HTTP libraries.
+//   - compare_aws_test.go, compare_grpc_test.go: the same questions put to
+//     the AWS SDK for Go v2's retryer and grpc-go's retry and throttling;
+//     docs/comparison.md sets every library side by side.
 //   - sim: the simulations of papers.md §8 on a virtual clock.
 //   - cmd/report: runs all of it and writes docs/performance.md and its charts.
 package bench
