@@ -38,8 +38,23 @@ func line(p *plot.Plot, i int, name string, xys plotter.XYs, points bool) {
 // "png" to look at them where no SVG viewer is at hand.
 var chartFormat = "svg"
 
+// save draws p into dir/name, with a margin on the right so the last tick
+// label and a right-aligned title are not cut at the edge.
 func save(p *plot.Plot, dir, name string, w, h vg.Length) error {
-	return p.Save(w, h, filepath.Join(dir, name+"."+chartFormat))
+	img, err := draw.NewFormattedCanvas(w, h, chartFormat)
+	if err != nil {
+		return err
+	}
+	p.Draw(draw.Crop(draw.New(img), 0, -4*vg.Millimeter, 0, 0))
+	f, err := os.Create(filepath.Join(dir, name+"."+chartFormat))
+	if err != nil {
+		return err
+	}
+	if _, err := img.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // occCharts draws calls and makespan against clients for every mode, with
@@ -106,7 +121,7 @@ func herdChart(dir, file string, h herdRun, until time.Duration) error {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("%s (peak after recovery %d)", pt.Mode, pt.Runs[0].PeakAfter)
 		if i == 0 {
-			p.Title.Text = fmt.Sprintf("Scenario B, %s: arrivals per %v window, one run — %s", h.label, h.config.Window, p.Title.Text)
+			p.Title.Text = fmt.Sprintf("%s, arrivals per %v — %s", h.label, h.config.Window, p.Title.Text)
 		}
 		p.Y.Label.Text = "arrivals"
 		if i == rows-1 {
@@ -201,7 +216,8 @@ func panels(dir, file string, plots [][]*plot.Plot, w, each vg.Length) error {
 	if err != nil {
 		return err
 	}
-	canvases := plot.Align(plots, draw.Tiles{Rows: rows, Cols: 1, PadY: vg.Millimeter * 2, PadTop: vg.Millimeter, PadBottom: vg.Millimeter}, draw.New(img))
+	canvases := plot.Align(plots, draw.Tiles{Rows: rows, Cols: 1, PadY: vg.Millimeter * 2, PadTop: vg.Millimeter,
+		PadBottom: vg.Millimeter, PadRight: 4 * vg.Millimeter}, draw.New(img))
 	for i := range plots {
 		plots[i][0].Draw(canvases[i][0])
 	}
