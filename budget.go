@@ -94,6 +94,12 @@ func NewTokenBucket(c TokenBucketConfig) *TokenBucket {
 // Begin does nothing: the bucket is funded by outcomes, not by requests.
 func (b *TokenBucket) Begin(time.Time) {}
 
+// clockless is implemented by budgets that ignore the time they are given,
+// so the Transport can spare a clock read on every request.
+type clockless interface{ clockless() }
+
+func (*TokenBucket) clockless() {}
+
 // AllowRetry takes the cost of a retry if the bucket holds it.
 func (b *TokenBucket) AllowRetry(_ time.Time, timeout bool) bool {
 	cost := b.retryCost

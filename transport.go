@@ -163,9 +163,11 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		timeoutRetry bool // the last retry was charged as one after a timeout
 		o            outcome
 	)
-	var began time.Time
+	var began time.Time // left zero for budgets that never read the clock
 	if c.budget != nil {
-		began = time.Now()
+		if _, ok := c.budget.(clockless); !ok {
+			began = time.Now()
+		}
 		c.budget.Begin(began)
 	}
 	for {
@@ -186,7 +188,7 @@ func (c *call) run(ctx context.Context) (*http.Response, error) {
 		d := c.decide(ctx, &a, sent, &prev)
 		if a.Stop == StopSuccess && c.budget != nil {
 			now := began // a first-attempt success needs no second clock read
-			if sent > 1 {
+			if sent > 1 && !began.IsZero() {
 				now = time.Now()
 			}
 			c.budget.Succeeded(now, sent > 1, timeoutRetry)
