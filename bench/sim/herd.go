@@ -215,19 +215,17 @@ const (
 // full, decorrelated, and full jitter with a doubled ceiling (the variant
 // whose mean sleep matches no jitter's before the cap).
 func HerdModes() []Mode {
-	exp := func(j backoff.Jitter, base time.Duration) backoff.Exponential {
-		return backoff.Exponential{Base: base, Cap: herdCap, Jitter: j}
+	byName := map[string]Mode{}
+	for _, m := range jitterModes(herdBase, herdCap) {
+		byName[m.Name] = m
 	}
-	pct := exp(backoff.PercentJitter, 2*herdBase)
-	pct.Percent = 0.1
-	return []Mode{
-		{"none", exp(backoff.NoJitter, 2*herdBase)},
-		{"percent10", pct},
-		{"equal", exp(backoff.EqualJitter, 2*herdBase)},
-		{"full", exp(backoff.FullJitter, 2*herdBase)},
-		{"decorrelated", backoff.Decorrelated{Base: herdBase, Cap: herdCap}},
-		{"full2x", exp(backoff.FullJitter, 4*herdBase)},
+	none := byName["exponential"] // in scenario B, "none" is exponential without jitter
+	none.Name = "none"
+	modes := []Mode{none}
+	for _, name := range []string{"percent10", "equal", "full", "decorrelated", "full2x"} {
+		modes = append(modes, byName[name])
 	}
+	return modes
 }
 
 // DefaultHerd is scenario B's default setup: 1000 clients, 50 admitted per

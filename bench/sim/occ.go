@@ -28,19 +28,28 @@ const (
 // rows of papers.md §1.4 (±10 % and full jitter with a doubled ceiling, the
 // mean-matched variant).
 func OCCModes() []Mode {
-	exp := func(j backoff.Jitter, base time.Duration) backoff.Exponential {
-		return backoff.Exponential{Base: base, Cap: occCap, Jitter: j}
+	return append([]Mode{{"none", backoff.Constant(0)}}, jitterModes(occBase, occCap)...)
+}
+
+// jitterModes returns the jittered exponential family on Brooker's index
+// convention, shared by scenarios A and B: his first retry's ceiling is
+// 2·base and ours (n = 1) is Base, so the exponential strategies get Base =
+// 2·base; decorrelated starts from base in both. In order: exponential
+// without jitter, equal, full, decorrelated, ±10 %, and full jitter with a
+// doubled ceiling (the variant whose mean sleep matches no jitter's).
+func jitterModes(base, capd time.Duration) []Mode {
+	exp := func(j backoff.Jitter, b time.Duration) backoff.Exponential {
+		return backoff.Exponential{Base: b, Cap: capd, Jitter: j}
 	}
-	pct := exp(backoff.PercentJitter, 2*occBase)
+	pct := exp(backoff.PercentJitter, 2*base)
 	pct.Percent = 0.1
 	return []Mode{
-		{"none", backoff.Constant(0)},
-		{"exponential", exp(backoff.NoJitter, 2*occBase)},
-		{"equal", exp(backoff.EqualJitter, 2*occBase)},
-		{"full", exp(backoff.FullJitter, 2*occBase)},
-		{"decorrelated", backoff.Decorrelated{Base: occBase, Cap: occCap}},
+		{"exponential", exp(backoff.NoJitter, 2*base)},
+		{"equal", exp(backoff.EqualJitter, 2*base)},
+		{"full", exp(backoff.FullJitter, 2*base)},
+		{"decorrelated", backoff.Decorrelated{Base: base, Cap: capd}},
 		{"percent10", pct},
-		{"full2x", exp(backoff.FullJitter, 4*occBase)},
+		{"full2x", exp(backoff.FullJitter, 4*base)},
 	}
 }
 
