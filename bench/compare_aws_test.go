@@ -346,30 +346,29 @@ func TestCompareAWSRetryQuota(t *testing.T) {
 		assert.Equal(t, 35, n, "a timeout costs 14 like any retry, not 10")
 	})
 	t.Run("httpretry", func(t *testing.T) {
-		now := time.Now()
 		b := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
 		require.Equal(t, 500, b.Tokens())
-		require.True(t, b.AllowRetry(now, false))
+		require.True(t, b.AllowRetry(false))
 		assert.Equal(t, 495, b.Tokens(), "a retry costs 5")
-		b.Succeeded(now, true, false)
+		b.Succeeded(true, false)
 		assert.Equal(t, 500, b.Tokens(), "a successful retry gets its cost back")
 
 		n := 0
-		for b.AllowRetry(now, false) {
+		for b.AllowRetry(false) {
 			n++
 		}
 		assert.Equal(t, 100, n)
 		assert.Zero(t, b.Tokens())
 		for range 5 {
-			b.Succeeded(now, false, false)
+			b.Succeeded(false, false)
 		}
 		assert.Equal(t, 5, b.Tokens(), "+1 per success without retries")
-		assert.True(t, b.AllowRetry(now, false))
-		assert.False(t, b.AllowRetry(now, false))
+		assert.True(t, b.AllowRetry(false))
+		assert.False(t, b.AllowRetry(false))
 
 		b = httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
 		n = 0
-		for b.AllowRetry(now, true) {
+		for b.AllowRetry(true) {
 			n++
 		}
 		assert.Equal(t, 50, n, "10 per retry after an attempt timeout")

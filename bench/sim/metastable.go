@@ -3,7 +3,6 @@ package sim
 import (
 	"time"
 
-	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
 )
 
@@ -25,7 +24,7 @@ type MetastableConfig struct {
 	Duration    time.Duration // requests arrive in [0, Duration)
 	OneWay      time.Duration // network delay of each message outside the blip
 	Strategy    backoff.Strategy
-	NewBudget   func() httpretry.Budget // nil: no budget
+	NewBudget   func() Budget // nil: no budget
 }
 
 // DefaultMetastable is Bronson's system: λ = 280/s against μ = 300/s, a 1 s
@@ -68,7 +67,7 @@ const (
 // RunMetastable runs scenario C2 once.
 func RunMetastable(c MetastableConfig, runSeed uint64) MetastableRun {
 	r := &randStream{Stream(runSeed, 0)}
-	var budget httpretry.Budget
+	var budget Budget
 	if c.NewBudget != nil {
 		budget = c.NewBudget()
 	}
@@ -114,7 +113,7 @@ func RunMetastable(c MetastableConfig, runSeed uint64) MetastableRun {
 		switch e.kind {
 		case msSend:
 			if e.val == 1 && budget != nil {
-				budget.Begin(now)
+				budget.BeginAt(now)
 			}
 			rq.attempt, rq.state = int(e.val), 0
 			run.Sent = count(run.Sent, e.at)
@@ -133,14 +132,14 @@ func RunMetastable(c MetastableConfig, runSeed uint64) MetastableRun {
 			rq.state = 1
 			run.Goodput = count(run.Goodput, e.at)
 			if budget != nil {
-				budget.Succeeded(now, rq.attempt > 1, rq.attempt > 1)
+				budget.SucceededAt(now, rq.attempt > 1, rq.attempt > 1)
 			}
 		case msTimeout:
 			if int(e.val) != rq.attempt || rq.state != 0 {
 				continue
 			}
 			rq.state = 2
-			if rq.attempt >= c.MaxAttempts || (budget != nil && !budget.AllowRetry(now, true)) {
+			if rq.attempt >= c.MaxAttempts || (budget != nil && !budget.AllowRetryAt(now, true)) {
 				continue
 			}
 			d := c.Strategy.Delay(rq.attempt, rq.prev, r.Rand)

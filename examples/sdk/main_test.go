@@ -83,7 +83,7 @@ func TestSDKCallsSucceedThroughTransientFailures(t *testing.T) {
 	var sources []string
 	for _, a := range rec.list() {
 		if a.Retry {
-			sources = append(sources, a.DelaySource)
+			sources = append(sources, a.DelaySource.String())
 		}
 	}
 	assert.Equal(t, []string{"backoff", "backoff", "retry-after", "retry-after"}, sources)
