@@ -126,7 +126,7 @@ func rehearse(ctx context.Context, out io.Writer, r rehearsal) outcome {
 	o.Succeeded, o.Failed = succeeded.Load(), failed.Load()
 	o.Attempts, o.Retries = attempts.Load(), retries.Load()
 	o.Injected503, o.InjectedReset = injected503.Load(), injectedReset.Load()
-	fmt.Fprintf(out, "rehearsal: %d charges from %d workers to %s\n", r.Charges, max(r.Workers, 1), where)
+	fmt.Fprintf(out, "rehearsal: %d charges, %d at a time, to %s\n", r.Charges, max(r.Workers, 1), where)
 	fmt.Fprintf(out, "injector:  503 on %.2f%% of attempts, lost answer on %.2f%%, seed %d\n", 100*r.Rate503, 100*r.RateReset, r.Seed)
 	fmt.Fprintf(out, "charges:   %d succeeded, %d failed, in %v\n", o.Succeeded, o.Failed, took.Round(time.Millisecond))
 	fmt.Fprintf(out, "attempts:  %d, of which %d retries\n", o.Attempts, o.Retries)

@@ -49,7 +49,7 @@ func TestRehearsal(t *testing.T) {
 						o.Applied, o.Repeats, tc.r.Charges, o.InjectedReset)
 				}
 				for _, want := range []string{
-					"rehearsal: 1000 charges from 4 workers to an in-memory payments API",
+					"rehearsal: 1000 charges, 4 at a time, to an in-memory payments API",
 					"charges:   1000 succeeded, 0 failed",
 					"ledger:    1000 charges applied",
 				} {
