@@ -52,8 +52,8 @@ func (t *Transport) Enabled() bool { return !t.off.Load() }
 
 // RoundTrip sends req through the rules that select it, and then Next.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.off.Load() {
-		return t.next().RoundTrip(req)
+	if t.off.Load() || req.URL == nil {
+		return t.next().RoundTrip(req) // Next refuses a request without a URL
 	}
 	return t.from(0, req)
 }

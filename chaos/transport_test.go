@@ -264,3 +264,10 @@ func TestZeroTransportInjectsNothing(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, "ok", strings.TrimSpace(string(b)))
 }
+
+func TestNilURLGoesToNext(t *testing.T) {
+	t.Parallel()
+	tr := &chaos.Transport{Next: httpretrytest.NewScript(httpretrytest.Status(200)), Rules: []chaos.Rule{{Rate: 1, Fault: chaos.Status(503)}}}
+	_, err := tr.RoundTrip(&http.Request{Method: http.MethodGet})
+	assert.ErrorContains(t, err, "nil Request.URL", "Next refuses it, as net/http's Transport does")
+}

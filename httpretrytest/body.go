@@ -19,8 +19,8 @@ var ErrBodyClosed = errors.New("httpretrytest: read on closed body")
 // reachable from [Request].ResponseBody; a test can also send one as a
 // request body.
 //
-// Create a Body with [NewBody] or [NewFillerBody] and configure it with
-// Slow and FailAfter before the first Read. Read and Close may be called
+// Create a Body with [NewBody] or [NewFillerBody] (the zero Body is not
+// usable) and configure it with Slow and FailAfter before the first Read. Read and Close may be called
 // from different goroutines: Close ends a Read that is pausing. Inside a
 // testing/synctest bubble, create the Body inside the bubble, so that its
 // pauses run on the bubble's fake clock.

@@ -65,6 +65,9 @@ func (t *HandlerTransport) Requests() []Request { return t.rec.snapshot() }
 // RoundTrip serves req with Handler and returns its response as soon as
 // the handler has begun it.
 func (t *HandlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		return nil, errNilURL(req)
+	}
 	e := t.rec.begin(req, t.KeyHeader)
 	ctx := req.Context()
 	if ctx.Err() != nil {
@@ -72,7 +75,7 @@ func (t *HandlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			req.Body.Close()
 		}
 		err := context.Cause(ctx)
-		t.rec.answered(e, 0, nil, err)
+		t.rec.answered(req.Context(), e, 0, nil, err)
 		return nil, err
 	}
 	h := t.Handler
@@ -90,11 +93,11 @@ func (t *HandlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	case <-ctx.Done():
 		err := context.Cause(ctx)
 		pr.CloseWithError(err) // a handler still writing fails at once
-		t.rec.answered(e, 0, nil, err)
+		t.rec.answered(req.Context(), e, 0, nil, err)
 		return nil, err
 	}
 	if w.abortErr != nil {
-		t.rec.answered(e, 0, nil, w.abortErr)
+		t.rec.answered(req.Context(), e, 0, nil, w.abortErr)
 		return nil, w.abortErr
 	}
 
@@ -118,7 +121,7 @@ func (t *HandlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		ContentLength: w.contentLength,
 		Request:       req,
 	}
-	t.rec.answered(e, w.status, b, nil)
+	t.rec.answered(req.Context(), e, w.status, b, nil)
 	return resp, nil
 }
 

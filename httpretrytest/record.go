@@ -2,6 +2,8 @@ package httpretrytest
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -43,6 +45,11 @@ type Request struct {
 	// was none (yet). Its counts are live: they change as the receiver
 	// reads and closes it.
 	ResponseBody *Body
+	// ContextErr is the cause of the end of the request's context if it had
+	// ended by the time the answer was given, nil otherwise: an attempt
+	// that httpretry cancelled (an attempt timeout, a hedge that lost) has
+	// one, even when a [Outcome.RespondOnCancel] answered it anyway.
+	ContextErr error
 }
 
 // recorder keeps the requests a fake upstream saw, in the order they came.
@@ -79,10 +86,14 @@ func (r *recorder) begin(req *http.Request, keyHeader string) *Request {
 	return e
 }
 
-// answered records the outcome of e.
-func (r *recorder) answered(e *Request, status int, body *Body, err error) {
+// answered records the outcome of e, a request made with ctx.
+func (r *recorder) answered(ctx context.Context, e *Request, status int, body *Body, err error) {
+	var ctxErr error
+	if ctx.Err() != nil {
+		ctxErr = context.Cause(ctx)
+	}
 	r.mu.Lock()
-	e.Status, e.ResponseBody, e.Err = status, body, err
+	e.Status, e.ResponseBody, e.Err, e.ContextErr = status, body, err, ctxErr
 	r.mu.Unlock()
 }
 
@@ -125,3 +136,12 @@ func (b *recordedBody) Read(p []byte) (int, error) {
 }
 
 func (b *recordedBody) Close() error { return b.rc.Close() }
+
+// errNilURL refuses a request without a URL, as net/http's Transport does,
+// closing its body.
+func errNilURL(req *http.Request) error {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return errors.New("httpretrytest: nil Request.URL")
+}

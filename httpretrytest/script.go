@@ -47,6 +47,7 @@ type Script struct {
 	mu     sync.Mutex
 	routes []*route
 	dflt   route
+	idle   int
 	rec    recorder
 }
 
@@ -90,8 +91,26 @@ func (s *Script) OnPath(path string, outcomes ...Outcome) *Script {
 // Requests returns a copy of every request seen so far, in arrival order.
 func (s *Script) Requests() []Request { return s.rec.snapshot() }
 
+// CloseIdleConnections counts the call, so that a test can check that a
+// layer above forwards it (see IdleClosures). A Script has no connections.
+func (s *Script) CloseIdleConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idle++
+}
+
+// IdleClosures reports how many times CloseIdleConnections was called.
+func (s *Script) IdleClosures() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idle
+}
+
 // RoundTrip records req and answers it with the next outcome of its script.
 func (s *Script) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		return nil, errNilURL(req)
+	}
 	e := s.rec.begin(req, s.KeyHeader)
 	var body []byte
 	if rc := s.rec.body(e, req.Body); rc != nil {
@@ -100,7 +119,7 @@ func (s *Script) RoundTrip(req *http.Request) (*http.Response, error) {
 		rc.Close()
 		if err != nil {
 			err = fmt.Errorf("httpretrytest: reading the request body: %w", err)
-			s.rec.answered(e, 0, nil, err)
+			s.rec.answered(req.Context(), e, 0, nil, err)
 			return nil, err
 		}
 	} else if req.Body != nil {
@@ -110,23 +129,23 @@ func (s *Script) RoundTrip(req *http.Request) (*http.Response, error) {
 	o, ok := s.take(req)
 	if !ok {
 		err := fmt.Errorf("httpretrytest: no outcome scripted for %s %s", e.Method, req.URL.Redacted())
-		s.rec.answered(e, 0, nil, err)
+		s.rec.answered(req.Context(), e, 0, nil, err)
 		return nil, err
 	}
 	if err := netfault.Wait(req.Context(), o.delay); err != nil && !o.onCancel {
-		s.rec.answered(e, 0, nil, err)
+		s.rec.answered(req.Context(), e, 0, nil, err)
 		return nil, err
 	}
 
 	switch {
 	case o.err != nil:
-		s.rec.answered(e, 0, nil, o.err)
+		s.rec.answered(req.Context(), e, 0, nil, o.err)
 		return nil, o.err
 	case o.fn != nil:
 		return s.call(e, req, body, o)
 	}
 	resp, b := o.response(req)
-	s.rec.answered(e, resp.StatusCode, b, nil)
+	s.rec.answered(req.Context(), e, resp.StatusCode, b, nil)
 	return resp, nil
 }
 
@@ -150,7 +169,7 @@ func (s *Script) call(e *Request, req *http.Request, body []byte, o Outcome) (*h
 	}
 	resp, err := o.fn(r)
 	if err != nil || resp == nil {
-		s.rec.answered(e, 0, nil, err)
+		s.rec.answered(req.Context(), e, 0, nil, err)
 		return resp, err
 	}
 	var b *Body
@@ -161,6 +180,6 @@ func (s *Script) call(e *Request, req *http.Request, body []byte, o Outcome) (*h
 		o.configure(b)
 		resp.Body = b
 	}
-	s.rec.answered(e, resp.StatusCode, b, nil)
+	s.rec.answered(req.Context(), e, resp.StatusCode, b, nil)
 	return resp, nil
 }

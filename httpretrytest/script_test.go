@@ -227,8 +227,58 @@ func TestScriptRespondOnCancel(t *testing.T) {
 		require.NoError(t, err, "a response despite the cancelled context")
 		assert.Equal(t, 200, resp.StatusCode)
 		resp.Body.Close()
-		assert.True(t, httpretrytest.CheckBodiesClosed(t, upstream.Requests()))
+		reqs := upstream.Requests()
+		assert.True(t, httpretrytest.CheckBodiesClosed(t, reqs))
+		assert.ErrorIs(t, reqs[0].ContextErr, context.DeadlineExceeded, "the cancellation is recorded")
+		assert.NoError(t, reqs[0].Err)
 	})
+}
+
+// A hedged request: the first attempt is slow, the hedge sent after a
+// second wins, and the loser is cancelled yet still answers, as a Base that
+// ignores cancellation does. Every body handed out must be closed.
+func TestScriptUnderHedging(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		upstream := httpretrytest.NewScript(
+			httpretrytest.Respond(200, "slow").After(10*time.Second).RespondOnCancel(),
+			httpretrytest.Respond(201, "fast").After(100*time.Millisecond),
+		)
+		tr := &httpretry.Transport{Base: upstream, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
+		start := time.Now()
+		resp, err := tr.RoundTrip(newReq(t, t.Context(), http.MethodPost, "/", `{"q":1}`))
+		require.NoError(t, err)
+		assert.Equal(t, 201, resp.StatusCode)
+		assert.Equal(t, 1100*time.Millisecond, time.Since(start))
+		assert.Equal(t, "fast", readBody(t, resp))
+		resp.Body.Close()
+		synctest.Wait() // let the loser be reaped
+
+		reqs := upstream.Requests()
+		require.True(t, httpretrytest.CheckAttempts(t, reqs, 2))
+		assert.True(t, httpretrytest.CheckSameKey(t, reqs))
+		assert.True(t, httpretrytest.CheckSameBody(t, reqs))
+		assert.Error(t, reqs[0].ContextErr, "the loser was cancelled")
+		assert.NoError(t, reqs[1].ContextErr)
+		assert.True(t, httpretrytest.CheckBodiesClosed(t, reqs))
+	})
+}
+
+func TestScriptCountsIdleClosures(t *testing.T) {
+	t.Parallel()
+	upstream := httpretrytest.NewScript()
+	(&httpretry.Transport{Base: upstream}).CloseIdleConnections()
+	assert.Equal(t, 1, upstream.IdleClosures(), "forwarded by httpretry")
+}
+
+func TestNilURLIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, rt := range []http.RoundTripper{httpretrytest.NewScript(httpretrytest.Status(200)), &httpretrytest.HandlerTransport{}} {
+		body := httpretrytest.NewBody("x")
+		_, err := rt.RoundTrip(&http.Request{Method: http.MethodPost, Body: body})
+		assert.ErrorContains(t, err, "nil Request.URL")
+		assert.Equal(t, 1, body.Closes())
+	}
 }
 
 func TestScriptSlowBody(t *testing.T) {
