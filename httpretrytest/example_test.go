@@ -123,9 +123,9 @@ func ExampleAttemptLog() {
 	}
 	resp.Body.Close()
 	for _, a := range log.Attempts() {
-		fmt.Println(a.N, a.Response.StatusCode, a.Class, a.Retry, a.DelaySource)
+		fmt.Println(a.N, a.Response.StatusCode, a.Class, a.Retry, a.DelaySource, a.Stop)
 	}
 	// Output:
-	// 1 503 transient true backoff
-	// 2 404 fatal false
+	// 1 503 transient true backoff none
+	// 2 404 fatal false none not retryable
 }

@@ -172,8 +172,8 @@ func TestScriptRetryAfterAndRateLimitRunOnTheFakeClock(t *testing.T) {
 		assert.GreaterOrEqual(t, reqs[2].Time.Sub(reqs[1].Time), 10*time.Second)
 		attempts := log.Attempts()
 		require.Len(t, attempts, 3)
-		assert.Equal(t, "retry-after", attempts[0].DelaySource)
-		assert.Equal(t, "ratelimit", attempts[1].DelaySource)
+		assert.Equal(t, httpretry.DelayRetryAfter, attempts[0].DelaySource)
+		assert.Equal(t, httpretry.DelayRateLimit, attempts[1].DelaySource)
 	})
 }
 
