@@ -131,8 +131,8 @@ func drain(resp *http.Response) *http.Response {
 	resp.Body = http.NoBody // drained: discard has nothing left to do
 	timer := time.AfterFunc(drainTimeout, func() { rc.Close() })
 	var buf bytes.Buffer
-	_, err := buf.ReadFrom(io.LimitReader(rc, drainLimit+1))
-	complete := err == nil && buf.Len() <= drainLimit
+	_, err := buf.ReadFrom(io.LimitReader(rc, drainLimit))
+	complete := err == nil && buf.Len() < drainLimit // a body of exactly 64 KiB may have more
 	if timer.Stop() {
 		rc.Close()
 	} else {
