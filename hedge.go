@@ -40,6 +40,9 @@ func (c *callState) hedging() bool {
 		(c.key != "" || c.p.replayable(c.req))
 }
 
+// maxBufferedResults bounds the buffer of a round's results.
+const maxBufferedResults = 8
+
 // result is what Base returned for a hedged attempt.
 type result struct {
 	a     *attempt
@@ -55,8 +58,12 @@ type result struct {
 // attempts are reaped in the background, where their bodies are closed;
 // they end as soon as Base honours the cancellation.
 func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt, error) {
-	limit := min(c.sent+1+c.p.maxHedges, c.p.maxAttempts)
-	results := make(chan result, limit-c.sent)
+	// The round sends at most limit attempts in all; written so that a
+	// huge MaxHedges cannot overflow (hedging implies sent < maxAttempts-1).
+	limit := c.sent + 1 + min(c.p.maxHedges, c.p.maxAttempts-c.sent-1)
+	// Every attempt launched is received, here or by reap, so the buffer
+	// only spares senders a wait: it is bounded, not sized by MaxAttempts.
+	results := make(chan result, min(limit-c.sent, maxBufferedResults))
 	var inflight []*attempt // launched, not yet answered
 	base := c.t.base
 	launch := func(a *attempt) {

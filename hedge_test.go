@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -200,6 +201,53 @@ func TestHugeMaxHedges(t *testing.T) {
 		resp.Body.Close()
 		synctest.Wait()
 		assert.Len(t, base.seen, 4, "the first attempt and MaxAttempts − 1 hedges")
+	})
+}
+
+// TestHedgingWithHugeMaxAttempts: a round of hedges allocates for the
+// attempts it sends, not for MaxAttempts. With MaxAttempts 2^20 and
+// MaxHedges unbounded, a round used to make a channel of 2^20 results
+// (40 MiB; 2^30 attempts ran out of memory and killed the process).
+func TestHedgingWithHugeMaxAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: []time.Duration{1500 * time.Millisecond}, codes: []int{200}}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			MaxAttempts: 1 << 20,
+			NewBudget:   httpretry.NoBudget,
+			Hedge:       httpretry.HedgePolicy{Delay: time.Second, MaxHedges: math.MaxInt},
+		}}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		assert.Len(t, base.seen, 2, "the first attempt and one hedge")
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated by one hedged call")
+	})
+}
+
+// TestHedgingWithMaxIntAttempts: MaxAttempts and MaxHedges of math.MaxInt
+// neither panic nor overflow: the second round hedges like the first.
+func TestHedgingWithMaxIntAttempts(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// Round 1: attempt 1 answers 503 at 0.5 s, before any hedge. Round
+		// 2: attempt 2 is slow, so a hedge (attempt 3) goes out and wins.
+		base := &slowBase{latency: []time.Duration{500 * time.Millisecond, 10 * time.Second, 100 * time.Millisecond}, codes: []int{503, 200, 201}}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			MaxAttempts: math.MaxInt,
+			Backoff:     backoff.Constant(0),
+			NewBudget:   httpretry.NoBudget,
+			Hedge:       httpretry.HedgePolicy{Delay: time.Second, MaxHedges: math.MaxInt},
+		}}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, 201, resp.StatusCode, "the hedge of the second round answered")
+		resp.Body.Close()
+		synctest.Wait()
+		assert.Len(t, base.seen, 3)
 	})
 }
 
