@@ -93,9 +93,12 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 				return a, nil
 			}
 			// Others are still out: this failure is reported and discarded,
-			// and the round goes on.
+			// and the round goes on. Its body is closed, not drained: a
+			// drain would hold back the answers of the others.
 			c.observe(ctx, &a.Attempt)
-			discard(a.Response)
+			if a.Response != nil {
+				closeBody(a.Response.Body)
+			}
 			a.end()
 		case <-timer.C:
 			if c.sent >= limit || ctx.Err() != nil {

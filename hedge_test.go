@@ -251,6 +251,43 @@ func TestHedgingWithMaxIntAttempts(t *testing.T) {
 	})
 }
 
+// TestRoundIsNotHeldUpByAFailure: when an attempt of a hedged round fails
+// while another is still out, its body is closed, not drained: a drain
+// (up to 250 ms on a trickling body) would hold back the other attempts'
+// answers, which is what hedging is for.
+func TestRoundIsNotHeldUpByAFailure(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var trickle *tricklingBody
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			n, _ := httpretry.AttemptFromContext(req.Context())
+			wait := map[int]time.Duration{1: 1500 * time.Millisecond, 2: 600 * time.Millisecond}[n]
+			select {
+			case <-time.After(wait):
+			case <-req.Context().Done():
+				return nil, context.Cause(req.Context())
+			}
+			if n == 1 { // a 503 whose body trickles for ever
+				trickle = &tricklingBody{closed: make(chan struct{})}
+				return &http.Response{StatusCode: 503, Body: trickle, Request: req}, nil
+			}
+			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
+		})
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			Hedge: httpretry.HedgePolicy{Delay: time.Second},
+		}}
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, 1600*time.Millisecond, time.Since(start), "the hedge's answer, as soon as it came")
+		resp.Body.Close()
+		synctest.Wait()
+		require.NotNil(t, trickle)
+		assert.Equal(t, 1, trickle.count, "the failed attempt's body closed once")
+	})
+}
+
 // TestEveryHedgedAttemptIsReported: an attempt that fails while another of
 // its round is still in flight is reported too: one OnAttempt call and one
 // log record per attempt Base saw.
