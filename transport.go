@@ -335,6 +335,9 @@ func (c *callState) refused(ctx context.Context, err error) (*http.Response, err
 	if c.sent == 0 {
 		e.Err, e.Cause = r.err, nil
 	}
+	if ctx.Err() != nil {
+		e.contextEnded(ctx)
+	}
 	return nil, e
 }
 
