@@ -136,7 +136,7 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 // ensureState creates the host's state, which a hedge is charged to.
 func (c *callState) ensureState() {
 	if c.state == nil && c.p.stateful() {
-		c.state = c.t.states.create(c.h, c.p, time.Now())
+		c.state = c.newState()
 		if c.state.budget != nil {
 			c.state.budget.Begin()
 		}
