@@ -400,6 +400,8 @@ func (r *run) checkCall(c *callRun, recs []*baseRec) {
 			bad("OnCall reported %d hedges, OnAttempt %d", oc.Hedges, hedges)
 		case re != nil && oc.Stop != re.Reason:
 			bad("OnCall's Stop %v differs from the RetryError's %v", oc.Stop, re.Reason)
+		case oc.Duration != c.returned.Sub(c.began):
+			bad("OnCall's Duration is %v, RoundTrip took %v", oc.Duration, c.returned.Sub(c.began))
 		case len(recs) > 0 && oc.Host != "api.example.com:443":
 			bad("OnCall's Host is %q", oc.Host)
 		}
@@ -554,6 +556,17 @@ func (r *run) checkCall(c *callRun, recs []*baseRec) {
 		if a.Stop != httpretry.StopNone && i != len(attempts)-1 {
 			bad("attempt %d: Stop %v on an attempt reported before others", a.N, a.Stop)
 		}
+		// Attempts are timed from sending to the answer: a Duration
+		// longer than Base took means the answer waited to be looked at.
+		if a.Response != nil || (!a.Lost && !b.callerDone && a.Class != httpretry.ClassFatal) {
+			if a.Duration != b.end.Sub(b.start) {
+				bad("attempt %d: Duration %v, Base answered in %v", a.N, a.Duration, b.end.Sub(b.start))
+			}
+		}
+		// A hedge goes out Hedge.Delay after the attempt before it.
+		if prev := recOf(a.N - 1); a.Hedge && prev != nil && a.N > 1 && b.start.Sub(prev.start) != e.hedgeDelay {
+			bad("attempt %d: a hedge sent %v after attempt %d, Hedge.Delay is %v", a.N, b.start.Sub(prev.start), a.N-1, e.hedgeDelay)
+		}
 		if a.Response != nil {
 			switch {
 			case b.timedOut():
@@ -589,11 +602,19 @@ func (r *run) checkCall(c *callRun, recs []*baseRec) {
 			if a.Delay > limit {
 				bad("attempt %d: delay %v above every bound (%v)", a.N, a.Delay, limit)
 			}
-			// The next attempt that is not a hedge waits for it.
+			// The next attempt that is not a hedge waits for it, and no
+			// longer, but for draining a slow body first.
 			for _, next := range recs {
 				if next.n > a.N && !hedged[next.n] {
-					if next.start.Sub(b.end) < a.Delay {
-						bad("attempt %d came %v after attempt %d, which was to wait %v", next.n, next.start.Sub(b.end), a.N, a.Delay)
+					most := a.Delay
+					if a.Response != nil {
+						switch b.out.body {
+						case rbTrickleShort, rbTrickleLong, rbSlowEndless:
+							most += 250 * ms
+						}
+					}
+					if gap := next.start.Sub(b.end); gap < a.Delay || gap > most {
+						bad("attempt %d came %v after attempt %d, which was to wait %v", next.n, gap, a.N, a.Delay)
 					}
 					break
 				}

@@ -216,7 +216,7 @@ func (b *countBody) Closes() int {
 
 // switchedBody is the body of a 101 Switching Protocols response, which
 // net/http makes an io.ReadWriteCloser.
-type switchedBody struct{ *httpretrytest.Body }
+type switchedBody struct{ *attemptBody }
 
 func (switchedBody) Write(p []byte) (int, error) { return len(p), nil }
 
@@ -334,12 +334,32 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body = io.NopCloser(bytes.NewReader(data))
 	}
 	resp, err := u.script.RoundTrip(req)
-	if resp != nil && resp.StatusCode == http.StatusSwitchingProtocols {
+	if resp != nil {
 		if b, ok := resp.Body.(*httpretrytest.Body); ok {
-			resp.Body = switchedBody{b}
+			cb := &attemptBody{Body: b, ctx: ctx}
+			resp.Body = cb
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				resp.Body = switchedBody{cb}
+			}
 		}
 	}
 	return finish(resp, err)
+}
+
+// attemptBody fails every Read once the attempt's context has ended, with its
+// cause, as net/http's response bodies do (httpretrytest's Body only
+// notices while it pauses): a response returned with a dead context cannot
+// be read.
+type attemptBody struct {
+	*httpretrytest.Body
+	ctx context.Context
+}
+
+func (b *attemptBody) Read(p []byte) (int, error) {
+	if b.ctx.Err() != nil {
+		return 0, context.Cause(b.ctx)
+	}
+	return b.Body.Read(p)
 }
 
 // readRequestBody reads rc as net/http's write loop would, closing it;
