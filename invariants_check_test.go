@@ -978,8 +978,12 @@ func (r *run) checkBreaker(recs []*baseRec) {
 	consecutive, failures, total := 0, 0, 0
 	var opened, stateAt time.Time
 	hasState := map[int]bool{}
+	openedBy := -1
 	for i, b := range sorted {
 		if !opened.IsZero() {
+			if b.end.Equal(opened) && b.call != openedBy {
+				return // another call's answer in the same instant: heard first or not
+			}
 			break
 		}
 		if i > 0 && sorted[i-1].end.Equal(b.end) && sorted[i-1].call != b.call {
@@ -1021,7 +1025,7 @@ func (r *run) checkBreaker(recs []*baseRec) {
 		case !failed:
 		case p.breaker <= 3 && consecutive >= p.breaker,
 			p.breaker == 4 && total >= 3 && float64(failures) >= 0.5*float64(total):
-			opened = b.end
+			opened, openedBy = b.end, b.call
 		}
 	}
 	if opened.IsZero() {
