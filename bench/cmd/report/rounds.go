@@ -6,19 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 
-	"github.com/seedhq/httpretry/bench/sim"
+	"github.com/seedhq/httpretry/bench/rounds"
 )
 
-// Side-by-side benchmarks run in rounds. In each round every client runs in
-// a process of its own, one after the other, and the order turns by one
-// client each round, so that no client always runs first on a cold machine,
-// right after another's garbage, or in the same slot of a noisy minute.
-// A client's samples therefore interleave with the others' instead of
-// sitting in one block, as `go test -count N` puts them. Ratios are taken
-// within a round (client ÷ bare, measured minutes apart at most) and
-// reported as their median and range over the rounds.
+// Side-by-side benchmarks run in rounds (package rounds): every client in
+// a process of its own, the order turned every round. Ratios are taken
+// within a round and reported as their median and range over the rounds.
 
 // testBinary compiles the tests of the package in dir into out.
 func testBinary(dir, out string) error {
@@ -31,32 +25,24 @@ func testBinary(dir, out string) error {
 	return cmd.Run()
 }
 
-// rotated returns xs turned left by k.
-func rotated[T any](xs []T, k int) []T {
-	k %= len(xs)
-	return append(slices.Clone(xs[k:]), xs[:k]...)
-}
-
-// runRounds runs, for each of rounds rounds and each variant in that
+// runRounds runs, for each of n rounds and each variant in that
 // round's order, the test binary bin in dir with args(variant), appending
 // its output to w after a line naming the round and variant (a line
 // benchstat ignores).
-func runRounds(dir, bin string, rounds int, variants []string, args func(variant string) []string, w io.Writer) error {
+func runRounds(dir, bin string, n int, variants []string, args func(variant string) []string, w io.Writer) error {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return err
 	}
-	for r := range rounds {
-		for _, v := range rotated(variants, r) {
-			fmt.Fprintf(w, "round %d variant %s\n", r+1, v)
-			cmd := exec.Command(abs, args(v)...)
-			cmd.Dir, cmd.Stdout, cmd.Stderr = dir, w, os.Stderr
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("round %d, %s: %w", r+1, v, err)
-			}
+	return rounds.Each(n, variants, func(r int, v string) error {
+		fmt.Fprintf(w, "round %d variant %s\n", r+1, v)
+		cmd := exec.Command(abs, args(v)...)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, w, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("round %d, %s: %w", r+1, v, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // overheadArgs runs BenchmarkOverhead's cases for one client, once.
@@ -87,5 +73,6 @@ func ratioSpread(rs []float64) string {
 	if len(rs) == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.2f [%.2f–%.2f]", sim.Median(rs), slices.Min(rs), slices.Max(rs))
+	s := rounds.Of(rs)
+	return fmt.Sprintf("%.2f [%.2f–%.2f]", s.Median, s.Min, s.Max)
 }
