@@ -40,8 +40,8 @@ type Scenario struct {
 	Phases []Phase
 	// Latency is the server's delay before it answers an attempt that
 	// arrives in phase (one of Phases, or ""), when started requests of
-	// Requests have been sent.
-	Latency func(started int64, total int, phase string) time.Duration
+	// Requests have been sent, drawn with rng.
+	Latency func(rng *rand.Rand, started int64, total int, phase string) time.Duration
 }
 
 // Phase is a stretch of a timed run.
@@ -51,26 +51,29 @@ type Phase struct {
 }
 
 // Scenarios returns the issue's three scenarios, with their sizes
-// multiplied by scale (1: 15,000 requests, or 10 s phases).
+// multiplied by scale. At scale 1, T1 and T3 send 15,000 requests (T3
+// shifts from 2 ms to 20 ms halfway), and T2 runs 10 s before the
+// brownout, 10 s of it, then the 2 s "just after" it (where the issue asks
+// the delay to be back to normal) and 8 s more.
 func Scenarios(scale float64) []Scenario {
 	n := max(int(15_000*scale), 100)
 	d := func(x time.Duration) time.Duration { return time.Duration(float64(x) * scale) }
 	ms := time.Millisecond
 	return []Scenario{
-		{Name: "T1", Requests: n, Latency: func(int64, int, string) time.Duration {
-			if rand.Float64() < 0.01 {
+		{Name: "T1", Requests: n, Latency: func(rng *rand.Rand, _ int64, _ int, _ string) time.Duration {
+			if rng.Float64() < 0.01 {
 				return 200 * ms
 			}
 			return 2 * ms
 		}},
-		{Name: "T2", Phases: []Phase{{"before", d(10 * time.Second)}, {"brownout", d(10 * time.Second)}, {"first 2 s after", 2 * time.Second}, {"after", d(8 * time.Second)}},
-			Latency: func(_ int64, _ int, phase string) time.Duration {
+		{Name: "T2", Phases: []Phase{{"before", d(10 * time.Second)}, {"brownout", d(10 * time.Second)}, {"just after", d(2 * time.Second)}, {"after", d(8 * time.Second)}},
+			Latency: func(_ *rand.Rand, _ int64, _ int, phase string) time.Duration {
 				if phase == "brownout" {
 					return 200 * ms
 				}
 				return 2 * ms
 			}},
-		{Name: "T3", Requests: n, Latency: func(started int64, total int, _ string) time.Duration {
+		{Name: "T3", Requests: n, Latency: func(_ *rand.Rand, started int64, total int, _ string) time.Duration {
 			if started > int64(total/2) {
 				return 20 * ms
 			}
@@ -143,46 +146,16 @@ func Run(v Variant, sc Scenario) (Result, error) {
 	if v.New == nil {
 		return Result{}, fmt.Errorf("%s: not implemented yet", v.Name)
 	}
-	var length time.Duration
-	for _, p := range sc.Phases {
-		length += p.Len
-	}
-	var (
-		start    = time.Now()        // before the server's goroutines exist, which read it
-		end      = start.Add(length) // with no phases, the run ends on its request count
-		started  atomic.Int64
-		attempts = make([]atomic.Int64, len(sc.Phases)+1)
-		total    = sc.Requests
-	)
-	if total == 0 {
-		total = 1 << 62
-	}
-	phaseAt := func(t time.Time) int {
-		since := t.Sub(start)
-		for i, p := range sc.Phases {
-			if since < p.Len {
-				return i
-			}
-			since -= p.Len
-		}
-		return len(sc.Phases)
-	}
-	phaseName := func(i int) string {
-		if i < len(sc.Phases) {
-			return sc.Phases[i].Name
-		}
-		return ""
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		i := phaseAt(time.Now())
-		attempts[i].Add(1)
-		d := sc.Latency(started.Load(), sc.Requests, phaseName(i))
-		t := time.NewTimer(d)
+	r := newRun(sc)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		phase := r.arrive()
+		rng := rand.New(rand.NewPCG(rand.Uint64(), 0))
+		t := time.NewTimer(sc.Latency(rng, r.started.Load(), sc.Requests, phase))
 		defer t.Stop()
 		select {
 		case <-t.C:
 			io.WriteString(w, "ok")
-		case <-r.Context().Done():
+		case <-req.Context().Done():
 		}
 	}))
 	defer srv.Close()
@@ -199,8 +172,67 @@ func Run(v Variant, sc Scenario) (Result, error) {
 		},
 	}
 	defer base.CloseIdleConnections()
-	rt := v.New(base)
+	res := r.drive(v, v.New(base), srv.URL)
+	res.Dials = dials.Load()
+	return res, nil
+}
 
+// run is one run in progress: its clock, its phases and what the server
+// has seen.
+type run struct {
+	sc         Scenario
+	start, end time.Time
+	timed      bool
+	total      int
+	started    atomic.Int64
+	attempts   []atomic.Int64 // per phase, and one past the last
+}
+
+func newRun(sc Scenario) *run {
+	var length time.Duration
+	for _, p := range sc.Phases {
+		length += p.Len
+	}
+	r := &run{sc: sc, timed: length > 0, total: sc.Requests, attempts: make([]atomic.Int64, len(sc.Phases)+1)}
+	if !r.timed {
+		r.total = max(r.total, 1)
+	}
+	// Set before any server or Base goroutine exists, which read them.
+	r.start = time.Now()
+	r.end = r.start.Add(length)
+	return r
+}
+
+// phase returns the index of the phase that t falls in.
+func (r *run) phase(t time.Time) int {
+	since := t.Sub(r.start)
+	for i, p := range r.sc.Phases {
+		if since < p.Len {
+			return i
+		}
+		since -= p.Len
+	}
+	return len(r.sc.Phases)
+}
+
+// arrive counts an attempt reaching the server and returns its phase's
+// name.
+func (r *run) arrive() string {
+	i := r.phase(time.Now())
+	r.attempts[i].Add(1)
+	if i < len(r.sc.Phases) {
+		return r.sc.Phases[i].Name
+	}
+	return ""
+}
+
+// requestKey carries a request's number in its context, for a simulated
+// Base.
+type requestKey struct{}
+
+// drive sends requests to url through rt from Concurrency clients until
+// the run ends, and summarises them.
+func (r *run) drive(v Variant, rt http.RoundTripper, url string) Result {
 	type sample struct {
 		phase int
 		d     time.Duration
@@ -211,17 +243,17 @@ func Run(v Variant, sc Scenario) (Result, error) {
 		samples []sample
 		wg      sync.WaitGroup
 	)
-
 	for range Concurrency {
 		wg.Go(func() {
 			var local []sample
 			for {
 				now := time.Now()
-				if (length > 0 && !now.Before(end)) || started.Add(1) > int64(total) {
+				n := r.started.Add(1)
+				if (r.timed && !now.Before(r.end)) || (!r.timed && n > int64(r.total)) {
 					break
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+				ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), requestKey{}, n), 10*time.Second)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 				resp, err := rt.RoundTrip(req)
 				ok := err == nil && resp.StatusCode == http.StatusOK
 				if resp != nil {
@@ -229,7 +261,7 @@ func Run(v Variant, sc Scenario) (Result, error) {
 					resp.Body.Close()
 				}
 				cancel()
-				local = append(local, sample{phaseAt(now), time.Since(now), !ok})
+				local = append(local, sample{r.phase(now), time.Since(now), !ok})
 			}
 			mu.Lock()
 			samples = append(samples, local...)
@@ -238,7 +270,7 @@ func Run(v Variant, sc Scenario) (Result, error) {
 	}
 	wg.Wait()
 
-	res := Result{Variant: v.Name, Scenario: sc.Name, Dials: dials.Load()}
+	res := Result{Variant: v.Name, Scenario: r.sc.Name}
 	summarise := func(name string, keep func(sample) bool, attempts int64) Stats {
 		s := Stats{Phase: name, Attempts: attempts}
 		var ds []time.Duration
@@ -259,12 +291,12 @@ func Run(v Variant, sc Scenario) (Result, error) {
 		return s
 	}
 	var all int64
-	for i := range attempts {
-		all += attempts[i].Load()
+	for i := range r.attempts {
+		all += r.attempts[i].Load()
 	}
 	res.Total = summarise("run", func(sample) bool { return true }, all)
-	for i, p := range sc.Phases {
-		res.Phases = append(res.Phases, summarise(p.Name, func(x sample) bool { return x.phase == i }, attempts[i].Load()))
+	for i, p := range r.sc.Phases {
+		res.Phases = append(res.Phases, summarise(p.Name, func(x sample) bool { return x.phase == i }, r.attempts[i].Load()))
 	}
-	return res, nil
+	return res
 }

@@ -17,8 +17,8 @@ func TestVariantsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets and sleeps")
 	}
-	sc := Scenario{Name: "smoke", Requests: 120, Latency: func(int64, int, string) time.Duration {
-		if rand.Float64() < 0.2 {
+	sc := Scenario{Name: "smoke", Requests: 120, Latency: func(rng *rand.Rand, _ int64, _ int, _ string) time.Duration {
+		if rng.Float64() < 0.2 {
 			return 100 * time.Millisecond
 		}
 		return time.Millisecond
@@ -48,8 +48,8 @@ func TestScenarioPhases(t *testing.T) {
 	sc := Scenarios(0.1)
 	require.Len(t, sc, 3)
 	assert.Equal(t, 1500, sc[0].Requests)
-	assert.Equal(t, 200*time.Millisecond, sc[1].Latency(0, 0, "brownout"))
-	assert.Equal(t, 2*time.Millisecond, sc[1].Latency(0, 0, "after"))
-	assert.Equal(t, 2*time.Millisecond, sc[2].Latency(750, 1500, ""))
-	assert.Equal(t, 20*time.Millisecond, sc[2].Latency(751, 1500, ""))
+	assert.Equal(t, 200*time.Millisecond, sc[1].Latency(nil, 0, 0, "brownout"))
+	assert.Equal(t, 2*time.Millisecond, sc[1].Latency(nil, 0, 0, "after"))
+	assert.Equal(t, 2*time.Millisecond, sc[2].Latency(nil, 750, 1500, ""))
+	assert.Equal(t, 20*time.Millisecond, sc[2].Latency(nil, 751, 1500, ""))
 }

@@ -138,8 +138,8 @@ func table(sc string, results map[string][]hedgeload.Result) {
 			{"p99.9 before", func(r hedgeload.Result) float64 { return ms(phase(r, "before").P999) }, "ms"},
 			{"extra before", func(r hedgeload.Result) float64 { return 100 * phase(r, "before").Extra() }, "%"},
 			{"extra in the brownout", func(r hedgeload.Result) float64 { return 100 * phase(r, "brownout").Extra() }, "%"},
-			{"p99.9 first 2 s after", func(r hedgeload.Result) float64 { return ms(phase(r, "first 2 s after").P999) }, "ms"},
-			{"extra first 2 s after", func(r hedgeload.Result) float64 { return 100 * phase(r, "first 2 s after").Extra() }, "%"},
+			{"p99.9 just after (2 s × scale)", func(r hedgeload.Result) float64 { return ms(phase(r, "just after").P999) }, "ms"},
+			{"extra just after", func(r hedgeload.Result) float64 { return 100 * phase(r, "just after").Extra() }, "%"},
 			{"p99.9 after ÷ before", func(r hedgeload.Result) float64 {
 				return float64(phase(r, "after").P999) / float64(phase(r, "before").P999)
 			}, "×"},
