@@ -11,7 +11,7 @@ import (
 
 // TestVariantsRun is a smoke test of the harness on real sockets: every
 // filled variant completes a short run in which a fifth of the attempts
-// are slow, and only the hedging ones send extra attempts. The figures
+// are slow, and the fixed-delay ones hedge them. The figures
 // themselves come from cmd/hedgeload.
 func TestVariantsRun(t *testing.T) {
 	if testing.Short() {
@@ -35,10 +35,13 @@ func TestVariantsRun(t *testing.T) {
 			assert.Zero(t, r.Total.Errors)
 			assert.GreaterOrEqual(t, r.Dials, int64(1))
 			assert.LessOrEqual(t, r.Dials, r.Total.Attempts+Concurrency, "at most one dial per attempt")
-			if v.Name == "none" {
+			switch v.Name {
+			case "none":
 				assert.Zero(t, r.Total.Extra(), "no hedging, no retries")
-			} else {
-				assert.Greater(t, r.Total.Extra(), 0.0, "slow attempts are hedged")
+			case "httpretry-fixed", "failsafe-fixed":
+				assert.Greater(t, r.Total.Extra(), 0.0, "slow attempts are hedged after 5 ms")
+			default: // a learned delay may sit at the slow attempts' latency
+				assert.GreaterOrEqual(t, r.Total.Extra(), 0.0)
 			}
 		})
 	}
