@@ -49,14 +49,14 @@ func TestPathKeys(t *testing.T) {
 	}{
 		{"https://api.example.com/", 2},
 		{"https://api.example.com/v1/search", 3},
-		{"https://api.example.com/v1/search?q=x", 3},       // the query is not the path
-		{"https://api.example.com/v1/search/", 3},          // below the prefix
-		{"https://api.example.com/v1/searches", 2},         // not on a segment boundary
+		{"https://api.example.com/v1/search?q=x", 3},        // the query is not the path
+		{"https://api.example.com/v1/search/", 3},           // below the prefix
+		{"https://api.example.com/v1/searches", 2},          // not on a segment boundary
 		{"https://api.example.com/v1/search/fuzzy/deep", 4}, // the longest prefix wins
-		{"https://api.example.com/v1/charges", 5},          // a trailing slash in the key is ignored
-		{"https://api.example.com/V1/search", 2},           // paths are case-sensitive
-		{"https://www.example.com/v1/search", 6},           // a wildcard's path
-		{"https://www.example.com/other", 1},               // no key matches: Transport.Policy
+		{"https://api.example.com/v1/charges", 5},           // a trailing slash in the key is ignored
+		{"https://api.example.com/V1/search", 2},            // paths are case-sensitive
+		{"https://www.example.com/v1/search", 6},            // a wildcard's path
+		{"https://www.example.com/other", 1},                // no key matches: Transport.Policy
 		{"https://paths.example.com/v2/x", 7},
 		{"https://paths.example.com/v3", 1}, // a host with only path keys falls through
 	}
@@ -88,7 +88,7 @@ func TestInheritance(t *testing.T) {
 				Keys:           httpretry.KeyPolicy{Header: "X-Key"},
 			},
 			Hosts: map[string]httpretry.Policy{
-				"api.example.com":           {MaxAttempts: 2},                                // inherits Backoff, AttemptTimeout, headers, keys
+				"api.example.com":           {MaxAttempts: 2},                                   // inherits Backoff, AttemptTimeout, headers, keys
 				"api.example.com/v1/export": {AttemptTimeout: -1, Backoff: backoff.Constant(0)}, // inherits MaxAttempts 2 from its host
 				"keys.example.com":          {Keys: httpretry.KeyPolicy{Disabled: true}},
 			},
