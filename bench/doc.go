@@ -14,6 +14,6 @@
 //   - compare_aws_test.go, compare_grpc_test.go: the same questions put to
 //     the AWS SDK for Go v2's retryer and grpc-go's retry and throttling;
 //     docs/comparison.md sets every library side by side.
-//   - sim: the simulations of papers.md §8 on a virtual clock.
+//   - sim: the simulations of docs/performance.md on a virtual clock.
 //   - cmd/report: runs all of it and writes docs/performance.md and its charts.
 package bench
