@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"testing"
@@ -48,6 +49,30 @@ func TestCompareRetriedStatuses(t *testing.T) {
 			slices.Sort(retried)
 			assert.Equal(t, retriedStatuses[lib.name], retried, "statuses retried")
 			t.Log(fmt.Sprint("retried: ", retried))
+		})
+	}
+}
+
+// TestCompareDNSNotFound: the Base fails every attempt with a DNS
+// "no such host" error, as a lookup of a name that does not exist does.
+// httpretry treats it as fatal: the name will not appear by retrying. The
+// other two retry it like any other transport error, up to their limit.
+func TestCompareDNSNotFound(t *testing.T) {
+	attempts := map[string]int{"httpretry": 1, "retryablehttp": 4, "failsafehttp": 4}
+	for _, lib := range libraries {
+		t.Run(lib.name, func(t *testing.T) {
+			n := 0
+			base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+				n++
+				return nil, &net.OpError{Op: "dial", Net: "tcp",
+					Err: &net.DNSError{Err: "no such host", Name: "api.example.invalid", IsNotFound: true}}
+			})
+			req, _ := http.NewRequest(http.MethodGet, "http://api.example.invalid/", nil)
+			resp, err := lib.new(base, 0).RoundTrip(req)
+			assert.Nil(t, resp)
+			var dns *net.DNSError
+			assert.ErrorAs(t, err, &dns, "the DNS error is reachable")
+			assert.Equal(t, attempts[lib.name], n, "attempts")
 		})
 	}
 }
