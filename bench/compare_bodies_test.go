@@ -39,29 +39,49 @@ func (b *countingBody) Close() error { return nil }
 // TestCompareRequestBodyBuffering: a POST of 2 MiB. go-retryablehttp and
 // failsafehttp read the whole body before the first attempt, whether or not
 // the request has GetBody (they ignore it), so the whole body is in memory
-// before a byte is sent. httpretry reads nothing from a body with GetBody
-// (the first attempt sends it, later ones call GetBody); without GetBody
-// it reads at most MaxReplayBytes + 1 (1 MiB + 1 byte) to learn that the
-// body is too large to replay, then streams it once.
+// before a byte is sent; that includes every body http.NewRequest builds,
+// since it wraps the reader in an io.NopCloser. httpretry reads nothing from
+// a body with GetBody (the first attempt sends it, later ones call GetBody);
+// without GetBody it reads at most MaxReplayBytes + 1 (1 MiB + 1 byte) to
+// learn that the body is too large to replay, then streams it once.
 func TestCompareRequestBodyBuffering(t *testing.T) {
 	const size = 2 << 20
 	const replayLimit = 1 << 20 // httpretry.DefaultMaxReplayBytes
+	whole := map[string]int64{"httpretry": 0, "retryablehttp": size, "failsafehttp": size}
 	cases := []struct {
-		name    string
-		getBody bool
-		want    map[string]int64 // bytes read before the first attempt
+		name string
+		// build returns the request and a function reporting how many
+		// bytes of its body have been read so far.
+		build func() (*http.Request, func() int64)
+		want  map[string]int64 // bytes read before the first attempt
 	}{
-		{"GetBody set", true, map[string]int64{"httpretry": 0, "retryablehttp": size, "failsafehttp": size}},
-		{"no GetBody", false, map[string]int64{"httpretry": replayLimit + 1, "retryablehttp": size, "failsafehttp": size}},
+		{"http.NewRequest over a bytes.Reader", func() (*http.Request, func() int64) {
+			r := bytes.NewReader(make([]byte, size))
+			req, _ := http.NewRequest(http.MethodPost, "http://bodies.test/", r)
+			return req, func() int64 { return size - int64(r.Len()) }
+		}, whole},
+		{"GetBody set", func() (*http.Request, func() int64) {
+			body := newCountingBody(size)
+			req, _ := http.NewRequest(http.MethodPost, "http://bodies.test/", nil)
+			req.Body, req.ContentLength = body, size
+			req.GetBody = func() (io.ReadCloser, error) { return newCountingBody(size), nil }
+			return req, body.read.Load
+		}, whole},
+		{"no GetBody", func() (*http.Request, func() int64) {
+			body := newCountingBody(size)
+			req, _ := http.NewRequest(http.MethodPost, "http://bodies.test/", nil)
+			req.Body, req.ContentLength = body, -1
+			return req, body.read.Load
+		}, map[string]int64{"httpretry": replayLimit + 1, "retryablehttp": size, "failsafehttp": size}},
 	}
 	for _, lib := range libraries {
 		t.Run(lib.name, func(t *testing.T) {
 			for _, c := range cases {
-				body := newCountingBody(size)
+				req, readSoFar := c.build()
 				var before, sent int64 = -1, 0
 				base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 					if before < 0 {
-						before = body.read.Load()
+						before = readSoFar()
 					}
 					n, err := io.Copy(io.Discard, req.Body)
 					require.NoError(t, err)
@@ -70,12 +90,6 @@ func TestCompareRequestBodyBuffering(t *testing.T) {
 					return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{},
 						Body: http.NoBody, Request: req, ProtoMajor: 1, ProtoMinor: 1}, nil
 				})
-				req, _ := http.NewRequest(http.MethodPost, "http://bodies.test/", nil)
-				req.Body, req.ContentLength = body, -1
-				if c.getBody {
-					req.ContentLength = size
-					req.GetBody = func() (io.ReadCloser, error) { return newCountingBody(size), nil }
-				}
 				resp, err := lib.new(base, 0).RoundTrip(req)
 				require.NoError(t, err)
 				closeResp(resp)
