@@ -14,8 +14,8 @@
 //   - compare_aws_test.go, compare_grpc_test.go: the same questions put to
 //     the AWS SDK for Go v2's retryer and grpc-go's retry and throttling;
 //     docs/comparison.md sets every library side by side.
-//   - sim: the simulations of papers.md §8 on a virtual clock, and the
-//     hedging scenarios of issue 14 (hedgeload.RunVirtual under synctest).
+//   - sim: the simulations of docs/performance.md on a virtual clock, and
+//     the hedging scenarios (hedgeload.RunVirtual under synctest).
 //   - quantile, cmd/estimators: the evidence for httpretry's latency
 //     estimator; docs/hedging.md quotes it.
 //   - hedgeload, cmd/hedgeload: hedging side by side on a loopback server

@@ -104,8 +104,9 @@ func main() {
 	report(err, func() string { return fmt.Sprintf("%d result(s)", found.GetTotal()) })
 
 	fmt.Println("\n4. Issues.Create: the issue is created, then the answer is lost (502).")
-	fmt.Println("   Without an idempotency key the POST may have been applied, so it is")
-	fmt.Println("   not repeated: the SDK gets the 502 and the caller decides")
+	fmt.Println("   Without an idempotency key a POST that may have been applied is not")
+	fmt.Println("   replayable, so httpretry stops (\"request not replayable\"): the SDK")
+	fmt.Println("   gets the 502 and the caller decides")
 	_, _, err = gh.Issues.Create(ctx, "seedhq", "httpretry", &github.IssueRequest{Title: github.Ptr("flaky upstream")})
 	var apiErr *github.ErrorResponse
 	if errors.As(err, &apiErr) {

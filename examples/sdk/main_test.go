@@ -91,13 +91,16 @@ func TestSDKCallsSucceedThroughTransientFailures(t *testing.T) {
 
 func TestUnkeyedPOSTIsNotRepeatedAfterItMayHaveBeenApplied(t *testing.T) {
 	t.Parallel()
-	fake, gh, _ := setup(t, githubPolicy())
+	fake, gh, rec := setup(t, githubPolicy())
 
 	_, resp, err := gh.Issues.Create(context.Background(), "seedhq", "httpretry",
 		&github.IssueRequest{Title: github.Ptr("flaky upstream")})
 
 	var apiErr *github.ErrorResponse
 	require.ErrorAs(t, err, &apiErr, "the SDK gets the 502 that ended retrying")
+	got := rec.list()
+	require.Len(t, got, 1)
+	assert.Equal(t, httpretry.StopNotReplayable, got[0].Stop, "what the demo prints: request not replayable")
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	seen := fake.requests(routeCreateIssue)
 	require.Len(t, seen, 1, "a POST that reached the server is not sent again")

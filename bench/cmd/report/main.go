@@ -1,5 +1,5 @@
 // Command report runs httpretry's overhead benchmarks and the simulations
-// of papers.md §8, then writes docs/performance.md and its charts in
+// of scenarios A, B, C and C2 (package sim), then writes docs/performance.md and its charts in
 // docs/img. Run it from the bench directory:
 //
 //	go run ./cmd/report                  # everything, a few minutes on two cores

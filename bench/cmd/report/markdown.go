@@ -61,6 +61,7 @@ func (r *report) markdown() string {
 	r.herdSection(&b)
 	r.stormSection(&b)
 	r.metastableSection(&b)
+	sourcesSection(&b)
 
 	w("## Reproduce\n\n```sh\ncd bench\n")
 	w("go test -race -shuffle=on -count=1 ./...   # reduced simulations with their assertions, behaviour tests\n")
@@ -99,7 +100,8 @@ func (r *report) overheadSection(b *strings.Builder) {
 	w("  body, as ReadAll grows its buffer).\n")
 	w("- Without `GetBody`, httpretry buffers up to 1 MiB in one exact-size allocation; above the limit it\n")
 	w("  streams the body once and does not retry it. The others read any body whole, whatever its size\n")
-	w("  (≈ 17 MB allocated for 8 MiB).\n\n")
+	w("  (≈ 17 MB allocated for 8 MiB): `TestCompareRequestBodyBuffering` counts the bytes each library reads\n")
+	w("  from a body before its first attempt is sent.\n\n")
 	if r.benchstat != "" {
 		w("<details><summary>benchstat -col /client (each column compared with bare)</summary>\n\n```text\n%s```\n\n</details>\n\n", r.benchstat)
 	}
@@ -108,14 +110,23 @@ func (r *report) overheadSection(b *strings.Builder) {
 func (r *report) occSection(b *strings.Builder) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## 2. Scenario A: Brooker's contention model\n\n")
-	w("papers.md §1.1 and §8 A: clients 10…190 all start at t = 0 and each updates one row once, by a read\n")
+	w("The model of Brooker's \"Exponential Backoff And Jitter\" (AWS Architecture Blog, March 2015), as\n")
+	w("the simulator behind the post's figures implements it ([aws-samples/aws-arch-backoff-simulator at commit\n")
+	w("66cb169](%s), `src/backoff_simulator.py`):\n", brookerSimulator)
+	w("clients 10…190 all start at t = 0 and each updates one row once, by a read\n")
 	w("and a conditional write; every one-way message takes |N(10 ms, 2 ms)|; a failed write backs off and\n")
 	w("tries again. Base 5 ms, cap 2 s. %d runs per point for each of two seeds (%d runs pooled), each\n", r.occRuns, 2*r.occRuns)
 	w("client with its own random stream. The delays come from `backoff.Exponential{…}.Delay` and\n")
 	w("`backoff.Decorrelated.Delay` themselves. **Index convention:** our retry n = 1 has ceiling `Base`,\n")
 	w("Brooker's first retry uses 2·base, so the exponential family runs with `Base` = 10 ms (20 ms for\n")
 	w("`full2x`, full jitter with a doubled ceiling, the mean-matched variant); decorrelated starts from\n")
-	w("sleep = base = 5 ms in both. The reference is the mean of §1.4's two seeds.\n\n")
+	w("sleep = base = 5 ms in both.\n\n")
+	w("**The reference.** The post prints no numbers, only graphs. The reference is that simulator run\n")
+	w("unchanged but for Python 3's `range`: 100 runs per point with seed 2015 and 100 with seed 42, and\n")
+	w("each cell is the mean of the two. `percent10` (the capped delay times U(0.9, 1.1)) and `full2x`\n")
+	w("(U(0, min(cap, 2·base·2^n))) are two modes added to the same simulator and run once (100 runs, seed 7)\n")
+	w("at 10, 50, 100, 150 and 190 clients. Every reference number is in the tables below, after the\n")
+	w("slash, and in `bench/sim/occ_reference.go`.\n\n")
 	w("![calls](img/brooker-calls.svg)\n\n![time](img/brooker-time.svg)\n\n")
 	w("Worst deviation from the reference over all client counts (targets: calls ±3 %%, makespan ±6 %%):\n\n")
 	w("| mode | cells | worst calls deviation | worst makespan deviation | z of the worst makespan | makespan sd per run at 100 clients |\n|---|---|---|---|---|---|\n")
@@ -131,8 +142,8 @@ func (r *report) occSection(b *strings.Builder) {
 	}
 	w("\nz is the worst makespan deviation divided by the standard error of the difference between two\n")
 	w("means of %d runs with our per-run spread (ours pooled, the reference's two seeds). Each mode's worst\n", 2*r.occRuns)
-	w("is taken over 19 cells, and the largest |z| of 19 draws from chance alone is typically 2 to 2.5. papers.md §8 A expects ±10 %% on time for no-jitter exponential and for\n")
-	w("≤ 20 clients, where a single run's makespan varies by 30–40 %%.\n")
+	w("is taken over 19 cells, and the largest |z| of 19 draws from chance alone is typically 2 to 2.5. For no-jitter exponential and for\n")
+	w("≤ 20 clients, where a single run's makespan varies by 30–40 %%, ±10 %% on time is the band to expect.\n")
 	w("\nEvery cell, ours / reference (calls, then makespan in ms):\n\n")
 	for _, what := range []string{"calls", "makespan (ms)"} {
 		w("| clients |")
