@@ -201,7 +201,11 @@ func (w *lister) decl(d ast.Decl) {
 			return
 		}
 		if d.Recv == nil {
-			w.add("func %s%s", d.Name.Name, w.signature(d.Type))
+			name := d.Name.Name
+			if d.Type.TypeParams != nil {
+				name += "[" + w.fields(d.Type.TypeParams, ", ") + "]"
+			}
+			w.add("func %s%s", name, w.signature(d.Type))
 			return
 		}
 		recv := w.expr(d.Recv.List[0].Type)
