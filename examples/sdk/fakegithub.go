@@ -53,7 +53,7 @@ func newFakeGitHub(retryAfter string) *fakeGitHub {
 	return &fakeGitHub{
 		retryAfter: retryAfter,
 		faults: map[string][]fault{
-			routeRepo: {badGateway, badGateway},
+			routeRepo:       {badGateway, badGateway},
 			routeListIssues: {rateLimited(retryAfter)},
 			routeSearch: {{
 				status: http.StatusForbidden,
