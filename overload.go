@@ -44,15 +44,16 @@ const (
 	signalAccepted
 	// signalOverloaded: the host turned the request away or did not
 	// answer it in time: 429, 502, 503, 504, an attempt or network
-	// timeout, HTTP/2 REFUSED_STREAM, a connection reset or closed before
-	// the response.
+	// timeout, the caller's deadline, HTTP/2 REFUSED_STREAM, a connection
+	// reset or closed before the response.
 	signalOverloaded
 )
 
 // loadSignal says what an attempt's outcome tells about its host's load.
-// ctx is the caller's context: once it is done, the outcome is the
-// caller's doing and is not counted. Exactly one of resp and err should
-// be non-nil.
+// ctx is the caller's context: an attempt it cancelled says nothing, one
+// cut short by its deadline was too slow for its caller. Exactly one of
+// resp and err should be non-nil; a hedge that lost to another is the
+// caller's business and should not be given here.
 //
 // The line is drawn where the SRE book draws it: an accept is a request
 // the backend accepted. Explicit refusals (429 and 503, RFC 9110 § 15.6.4's
@@ -62,9 +63,6 @@ const (
 // to give counts for it, even an error. What no server took part in
 // (refused connections, DNS) is left to the circuit breaker.
 func loadSignal(ctx context.Context, resp *http.Response, err error) signal {
-	if ctx != nil && ctx.Err() != nil {
-		return signalNone
-	}
 	if err == nil {
 		if resp == nil {
 			return signalNone
@@ -76,10 +74,19 @@ func loadSignal(ctx context.Context, resp *http.Response, err error) signal {
 		}
 		return signalAccepted
 	}
+	if refusedLocally(err) {
+		return signalNone
+	}
+	if ctx != nil {
+		switch ctx.Err() {
+		case context.Canceled:
+			return signalNone
+		case context.DeadlineExceeded:
+			return signalOverloaded
+		}
+	}
 	var ne net.Error
 	switch {
-	case refusedLocally(err):
-		return signalNone
 	case errors.Is(err, ErrAttemptTimeout), errors.As(err, &ne) && ne.Timeout():
 		return signalOverloaded // dial timeouts included: a full accept queue drops SYNs
 	case refusedStream(err):

@@ -10,6 +10,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sony/gobreaker/v2"
 )
@@ -66,13 +67,21 @@ func TestLoadSignal(t *testing.T) {
 		})
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if got := loadSignal(ctx, nil, ErrAttemptTimeout); got != signalNone {
-		t.Errorf("after the caller's context ended: %d, want signalNone", got)
+	if got := loadSignal(cancelled, nil, context.Canceled); got != signalNone {
+		t.Errorf("cancelled by the caller: %d, want signalNone", got)
 	}
-	if got := loadSignal(ctx, resp(503), nil); got != signalNone {
-		t.Errorf("a 503 after the caller's context ended: %d, want signalNone", got)
+	if got := loadSignal(cancelled, resp(503), nil); got != signalOverloaded {
+		t.Errorf("a 503 that came before the caller cancelled: %d, want signalOverloaded", got)
+	}
+	expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	if got := loadSignal(expired, nil, context.DeadlineExceeded); got != signalOverloaded {
+		t.Errorf("past the caller's deadline: %d, want signalOverloaded", got)
+	}
+	if got := loadSignal(expired, nil, ErrThrottled); got != signalNone {
+		t.Errorf("refused here, past the deadline: %d, want signalNone", got)
 	}
 }
 
