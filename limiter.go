@@ -22,8 +22,10 @@ type limiterConfig struct {
 	// TCP's halving (RFC 5681 sets ssthresh from the flight size, too).
 	Backoff float64
 	// Queue is how many attempts may wait for a slot, each for as long as
-	// its context allows. 0 means 1000; negative means none: an attempt
-	// over the limit fails at once with ErrConcurrencyLimit.
+	// its context allows. 0 means as many as the current limit, so that a
+	// burst waits about one round of the host's work at most; negative
+	// means none: an attempt over the limit fails at once with
+	// ErrConcurrencyLimit.
 	Queue int
 	// Forget is how long after its last decrease an idle limiter returns
 	// to Max, as a fresh one would start. 0 means 30 s.
@@ -32,14 +34,18 @@ type limiterConfig struct {
 
 // limiter is the adaptive concurrency limit of one host: AIMD on the
 // outcome signals of its attempts, after Netflix's concurrency-limits
-// AIMDLimit and TCP congestion control. It starts at Max, so that a host
-// that never shows overload is never limited. An overloaded outcome
-// (signalOverloaded) cuts the limit to Backoff × the attempts in flight,
-// at most once per episode: attempts that started before the last cut
-// belong to the episode that caused it and do not cut again. An accepted
-// outcome while at least half the limit is in use raises it by one, so the
-// limit doubles each round trip while there is demand for it, and never
-// grows far past what is used.
+// AIMDLimit and TCP congestion control (RFC 5681). It starts at Max, so
+// that a host that never shows overload is never limited.
+//
+// An overloaded outcome cuts the limit to Backoff × the attempts in
+// flight, at most once per episode: attempts that started before the last
+// cut belong to the episode that caused it and do not cut again. So does
+// a slow answer: one that took more than half of the time its attempt had
+// (the attempt timeout or the caller's deadline, whichever was nearer), so
+// that the limit comes down while answers still arrive in time, before the
+// host's queue holds work nobody waits for any more. An accepted outcome
+// while at least half the limit is in use raises it by 1/limit, one per
+// round trip's worth of answers, and never far past what is used.
 //
 // Attempts over the limit wait in a FIFO queue of at most Queue, each
 // until a slot frees or its context ends, or with a negative Queue fail
@@ -47,7 +53,7 @@ type limiterConfig struct {
 // use; admission without waiting is lock-free and allocates nothing.
 type limiter struct {
 	min, max, backoff float64
-	queueCap          int
+	queueCap          int   // 0: as many as the limit; negative: none
 	forget            int64 // nanoseconds
 
 	limit    atomic.Uint64 // float64 bits
@@ -70,10 +76,7 @@ func newLimiter(c limiterConfig) *limiter {
 	if !(backoff > 0 && backoff < 1) {
 		backoff = 0.5
 	}
-	queue := c.Queue
-	if queue == 0 {
-		queue = 1000
-	}
+	queue := c.Queue // 0: as many as the limit
 	forget := c.Forget
 	if forget <= 0 {
 		forget = 30 * time.Second
@@ -139,7 +142,11 @@ func (l *limiter) acquire(ctx context.Context, now time.Time) error {
 		l.mu.Unlock()
 		return nil
 	}
-	if len(l.queue) >= l.queueCap {
+	capacity := l.queueCap
+	if capacity == 0 {
+		capacity = int(l.current())
+	}
+	if len(l.queue) >= capacity {
 		l.waiting.Add(-1)
 		l.mu.Unlock()
 		l.rejected.Add(1)
@@ -167,12 +174,17 @@ func (l *limiter) acquire(ctx context.Context, now time.Time) error {
 }
 
 // release returns the slot of an attempt that started at start and ended
-// at now with signal s, and adjusts the limit.
-func (l *limiter) release(start, now time.Time, s signal) {
+// at now with signal s, and adjusts the limit. patience is how long the
+// attempt could wait when it started: its timeout or its caller's
+// deadline, whichever was nearer; 0 for neither.
+func (l *limiter) release(start, now time.Time, s signal, patience time.Duration) {
 	if l == nil {
 		return
 	}
 	n := float64(l.inflight.Add(-1) + 1) // in flight when the attempt ended, itself included
+	if s == signalAccepted && patience > 0 && now.Sub(start) > patience/2 {
+		s = signalOverloaded // in time, but only just: the host is queueing
+	}
 	switch s {
 	case signalAccepted:
 		for {
@@ -181,7 +193,7 @@ func (l *limiter) release(start, now time.Time, s signal) {
 			if lim >= l.max || n < lim/2 {
 				break
 			}
-			if l.limit.CompareAndSwap(old, math.Float64bits(min(lim+1, l.max))) {
+			if l.limit.CompareAndSwap(old, math.Float64bits(min(lim+1/lim, l.max))) {
 				break
 			}
 		}

@@ -30,7 +30,7 @@ func TestLimiterStartsAtMax(t *testing.T) {
 	if l.tryAcquire(t0) {
 		t.Error("tryAcquire over the limit")
 	}
-	l.release(t0, t0, signalNone)
+	l.release(t0, t0, signalNone, 0)
 	if !l.tryAcquire(t0) {
 		t.Error("tryAcquire refused a free slot")
 	}
@@ -47,12 +47,12 @@ func TestLimiterCutsOncePerEpisode(t *testing.T) {
 	l := newLimiter(limiterConfig{Queue: -1})
 	hold(t, l, t0, 40)
 	cut := t0.Add(time.Second)
-	l.release(t0, cut, signalOverloaded) // 40 in flight, itself included
+	l.release(t0, cut, signalOverloaded, 0) // 40 in flight, itself included
 	if got := l.current(); got != 20 {
 		t.Fatalf("limit %v after the first overload, want 20 (half of 40 in flight)", got)
 	}
 	for range 10 {
-		l.release(t0, cut.Add(time.Millisecond), signalOverloaded) // same episode
+		l.release(t0, cut.Add(time.Millisecond), signalOverloaded, 0) // same episode
 	}
 	if got := l.current(); got != 20 {
 		t.Fatalf("limit %v after the same episode's overloads, want 20", got)
@@ -62,10 +62,10 @@ func TestLimiterCutsOncePerEpisode(t *testing.T) {
 		t.Fatal("admitted over the limit")
 	}
 	for range 19 {
-		l.release(t0, cut, signalNone)
+		l.release(t0, cut, signalNone, 0)
 	}
 	hold(t, l, cut.Add(time.Millisecond), 10) // 20 in flight, 10 started after the cut
-	l.release(cut.Add(time.Millisecond), cut.Add(2*time.Second), signalOverloaded)
+	l.release(cut.Add(time.Millisecond), cut.Add(2*time.Second), signalOverloaded, 0)
 	if got := l.current(); got != 10 {
 		t.Errorf("limit %v after a new episode, want 10", got)
 	}
@@ -77,7 +77,7 @@ func TestLimiterFloor(t *testing.T) {
 	now := t0
 	for range 20 {
 		hold(t, l, now, 1)
-		l.release(now, now.Add(time.Millisecond), signalOverloaded)
+		l.release(now, now.Add(time.Millisecond), signalOverloaded, 0)
 		now = now.Add(time.Second)
 	}
 	if got := l.current(); got != 3 {
@@ -85,38 +85,65 @@ func TestLimiterFloor(t *testing.T) {
 	}
 }
 
-// TestLimiterGrowsWhenUsed: an accept raises the limit by one only while at
-// least half of it is in use, and never above Max.
+// TestLimiterGrowsWhenUsed: an accept raises the limit by 1/limit only
+// while at least half of it is in use, and never above Max.
 func TestLimiterGrowsWhenUsed(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(limiterConfig{Max: 30, Queue: -1})
 	hold(t, l, t0, 20)
-	l.release(t0, t0.Add(time.Millisecond), signalOverloaded) // limit 10, 19 in flight
+	l.release(t0, t0.Add(time.Millisecond), signalOverloaded, 0) // limit 10, 19 in flight
 	later := t0.Add(time.Second)
 	for range 14 {
-		l.release(t0, later, signalNone)
+		l.release(t0, later, signalNone, 0)
 	}
 	// 5 in flight of a limit of 10: at half, an accept raises it.
-	l.release(t0, later, signalAccepted)
-	if got := l.current(); got != 11 {
-		t.Fatalf("limit %v, want 11", got)
+	l.release(t0, later, signalAccepted, 0)
+	if got := l.current(); got != 10.1 {
+		t.Fatalf("limit %v, want 10.1", got)
 	}
-	// 4 in flight of 11: below half, an accept leaves it.
-	l.release(t0, later, signalAccepted)
-	if got := l.current(); got != 11 {
-		t.Fatalf("limit %v with little in use, want 11", got)
+	// 4 in flight of 10.1: below half, an accept leaves it.
+	l.release(t0, later, signalAccepted, 0)
+	if got := l.current(); got != 10.1 {
+		t.Fatalf("limit %v with little in use, want 10.1", got)
 	}
 	for range 3 {
-		l.release(t0, later, signalNone)
+		l.release(t0, later, signalNone, 0)
 	}
-	hold(t, l, later, 11)
-	for range 40 { // each accept frees a slot and adds one: two more attempts
-		l.release(later, later, signalAccepted)
+	// Kept full, the limit grows by about one per limit's worth of accepts.
+	hold(t, l, later, 10)
+	accepts := 0
+	for l.current() < 20 {
+		l.release(later, later, signalAccepted, 0)
+		accepts++
+		for l.tryAcquire(later) {
+		}
+	}
+	if accepts < 140 || accepts > 150 { // Σ 10…19
+		t.Errorf("%d accepts from 10 to 20, want about 145", accepts)
+	}
+	for range 2000 {
+		l.release(later, later, signalAccepted, 0)
 		for l.tryAcquire(later) {
 		}
 	}
 	if got := l.current(); got != 30 {
 		t.Errorf("limit %v, want Max 30", got)
+	}
+}
+
+// TestLimiterSlowAnswers: an accepted answer that took more than half of
+// the attempt's patience cuts like an overload; one within it does not.
+func TestLimiterSlowAnswers(t *testing.T) {
+	t.Parallel()
+	l := newLimiter(limiterConfig{Queue: -1})
+	hold(t, l, t0, 10)
+	l.release(t0, t0.Add(400*time.Millisecond), signalAccepted, time.Second)
+	if got := l.current(); got != 1000 {
+		t.Fatalf("limit %v after an answer in 0.4 of its patience", got)
+	}
+	l.release(t0, t0.Add(600*time.Millisecond), signalAccepted, time.Second)
+	if got := l.current(); got != 4.5 {
+		t.Errorf("limit %v after an answer in 0.6 of its patience, want 4.5 (half of 9 in flight)", got)
 	}
 }
 
@@ -141,7 +168,7 @@ func TestLimiterQueue(t *testing.T) {
 				mu.Lock()
 				order = append(order, i)
 				mu.Unlock()
-				l.release(time.Now(), time.Now(), signalNone)
+				l.release(time.Now(), time.Now(), signalNone, 0)
 			})
 			synctest.Wait() // queued in this order
 		}
@@ -151,11 +178,26 @@ func TestLimiterQueue(t *testing.T) {
 		if err := l.acquire(context.Background(), time.Now()); !errors.Is(err, ErrConcurrencyLimit) {
 			t.Fatalf("with the queue full: %v, want ErrConcurrencyLimit", err)
 		}
-		l.release(time.Now(), time.Now(), signalNone)
+		l.release(time.Now(), time.Now(), signalNone, 0)
 		wg.Wait()
 		if len(order) != 2 || order[0] != 0 || order[1] != 1 {
 			t.Errorf("served in order %v, want [0 1]", order)
 		}
+
+		// By default the waiting room is as large as the limit.
+		l2 := newLimiter(limiterConfig{Max: 2})
+		hold(t, l2, time.Now(), 2)
+		for range 2 {
+			go l2.acquire(context.Background(), time.Now())
+		}
+		synctest.Wait()
+		if err := l2.acquire(context.Background(), time.Now()); !errors.Is(err, ErrConcurrencyLimit) {
+			t.Errorf("third waiter for a limit of 2: %v, want ErrConcurrencyLimit", err)
+		}
+		for range 4 {
+			l2.release(time.Now(), time.Now(), signalNone, 0)
+		}
+		synctest.Wait()
 
 		// A wait bounded by the caller's deadline.
 		hold(t, l, time.Now(), 1)
@@ -169,7 +211,7 @@ func TestLimiterQueue(t *testing.T) {
 		if s := l.snapshot(); s.Waiting != 0 || s.InFlight != 1 {
 			t.Errorf("after the wait ended: %+v", s)
 		}
-		l.release(time.Now(), time.Now(), signalNone)
+		l.release(time.Now(), time.Now(), signalNone, 0)
 		if !l.atRest(time.Now()) {
 			t.Error("not at rest with nothing in flight or waiting")
 		}
@@ -182,9 +224,9 @@ func TestLimiterForgets(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(limiterConfig{Max: 100, Forget: 30 * time.Second, Queue: -1})
 	hold(t, l, t0, 10)
-	l.release(t0, t0, signalOverloaded)
+	l.release(t0, t0, signalOverloaded, 0)
 	for range 9 {
-		l.release(t0, t0, signalNone)
+		l.release(t0, t0, signalNone, 0)
 	}
 	if l.atRest(t0.Add(time.Second)) {
 		t.Fatal("at rest right after a cut")
@@ -205,7 +247,7 @@ func TestLimiterNil(t *testing.T) {
 	if l.acquire(context.Background(), t0) != nil || !l.tryAcquire(t0) || !l.atRest(t0) {
 		t.Error("a nil limiter must admit everything and be at rest")
 	}
-	l.release(t0, t0, signalOverloaded)
+	l.release(t0, t0, signalOverloaded, 0)
 	if l.snapshot() != (limiterStats{}) {
 		t.Error("nil snapshot")
 	}
@@ -233,7 +275,7 @@ func TestLimiterConcurrent(t *testing.T) {
 						peak.Store(n)
 					}
 					time.Sleep(time.Millisecond)
-					l.release(start, time.Now(), signal(i%3))
+					l.release(start, time.Now(), signal(i%3), 0)
 					cancel()
 				}
 			})
@@ -259,7 +301,7 @@ func BenchmarkLimiterAcquire(b *testing.B) {
 			if err := l.acquire(ctx, t0); err != nil {
 				b.Fatal(err)
 			}
-			l.release(t0, t0, signalAccepted)
+			l.release(t0, t0, signalAccepted, 0)
 		}
 	})
 }
