@@ -37,15 +37,19 @@ type limiterConfig struct {
 // AIMDLimit and TCP congestion control (RFC 5681). It starts at Max, so
 // that a host that never shows overload is never limited.
 //
-// An overloaded outcome cuts the limit to Backoff × the attempts in
-// flight, at most once per episode: attempts that started before the last
-// cut belong to the episode that caused it and do not cut again. So does
-// a slow answer: one that took more than half of the time its attempt had
-// (the attempt timeout or the caller's deadline, whichever was nearer), so
-// that the limit comes down while answers still arrive in time, before the
-// host's queue holds work nobody waits for any more. An accepted outcome
-// while at least half the limit is in use raises it by 1/limit, one per
-// round trip's worth of answers, and never far past what is used.
+// An overloaded outcome (a refusal or a timeout) cuts the limit to
+// Backoff × the attempts in flight, at most once per episode: attempts
+// that started before the last cut belong to the episode that caused it
+// and do not cut again. So does a slow answer: one that took more than
+// half of the time its attempt had (the attempt timeout or the caller's
+// deadline, whichever was nearer) and more than twice the fastest answer
+// of the last Forget or two, so that the limit comes down while answers
+// still arrive in time, before the host's queue holds work nobody waits
+// for any more, but not for a host that is simply that slow. An accepted
+// outcome while at least half the limit is in use raises it by one, as in
+// AIMDLimit: the limit doubles in a round trip while there is demand for
+// it, so that a cut from an isolated failure heals at once, and it never
+// grows far past what is used.
 //
 // Attempts over the limit wait in a FIFO queue of at most Queue, each
 // until a slot frees or its context ends, or with a negative Queue fail
@@ -61,6 +65,9 @@ type limiter struct {
 	waiting  atomic.Int64  // attempts queued or about to queue
 	lastCut  atomic.Int64  // UnixNano of the last decrease; math.MinInt64 before any
 	rejected atomic.Uint64 // attempts refused since creation, for Stats
+	// The fastest answers, in two buckets of Forget each: the current and
+	// the last, so that the minimum forgets a past that no longer holds.
+	rtts [2]struct{ epoch, ns atomic.Int64 }
 
 	mu    sync.Mutex
 	queue []chan struct{} // guarded by mu; a slot is handed over by closing
@@ -182,8 +189,12 @@ func (l *limiter) release(start, now time.Time, s signal, patience time.Duration
 		return
 	}
 	n := float64(l.inflight.Add(-1) + 1) // in flight when the attempt ended, itself included
-	if s == signalAccepted && patience > 0 && now.Sub(start) > patience/2 {
-		s = signalOverloaded // in time, but only just: the host is queueing
+	if s == signalAccepted {
+		rtt := int64(now.Sub(start))
+		l.noteRTT(now, rtt)
+		if patience > 0 && rtt > int64(patience)/2 && rtt > 2*l.fastest(now) {
+			s = signalTimedOut // in time, but only just: the host is queueing
+		}
 	}
 	switch s {
 	case signalAccepted:
@@ -193,11 +204,11 @@ func (l *limiter) release(start, now time.Time, s signal, patience time.Duration
 			if lim >= l.max || n < lim/2 {
 				break
 			}
-			if l.limit.CompareAndSwap(old, math.Float64bits(min(lim+1/lim, l.max))) {
+			if l.limit.CompareAndSwap(old, math.Float64bits(min(lim+1, l.max))) {
 				break
 			}
 		}
-	case signalOverloaded:
+	case signalTimedOut, signalRefused:
 		for {
 			last := l.lastCut.Load()
 			if start.UnixNano() <= last {
@@ -216,6 +227,35 @@ func (l *limiter) release(start, now time.Time, s signal, patience time.Duration
 		}
 	}
 	l.handOff()
+}
+
+// noteRTT records the round trip of an accepted answer.
+func (l *limiter) noteRTT(now time.Time, rtt int64) {
+	e := floorDiv(now.UnixNano(), l.forget)
+	b := &l.rtts[mod(e, 2)]
+	if old := b.epoch.Load(); old != e && b.epoch.CompareAndSwap(old, e) {
+		b.ns.Store(math.MaxInt64)
+	}
+	for {
+		v := b.ns.Load()
+		if rtt >= v || b.ns.CompareAndSwap(v, rtt) {
+			return
+		}
+	}
+}
+
+// fastest returns the shortest round trip recorded in the current bucket
+// and the one before it.
+func (l *limiter) fastest(now time.Time) int64 {
+	e := floorDiv(now.UnixNano(), l.forget)
+	fastest := int64(math.MaxInt64)
+	for i := range l.rtts {
+		b := &l.rtts[i]
+		if ep := b.epoch.Load(); ep == e || ep == e-1 {
+			fastest = min(fastest, b.ns.Load())
+		}
+	}
+	return fastest
 }
 
 // handOff gives free slots to waiting attempts, oldest first.

@@ -42,11 +42,13 @@ const (
 	// whatever the answer (2xx–4xx but 429, and 500, 501, 505: a server
 	// that fails a request it processed is the retry budget's business).
 	signalAccepted
-	// signalOverloaded: the host turned the request away or did not
-	// answer it in time: 429, 502, 503, 504, an attempt or network
-	// timeout, the caller's deadline, HTTP/2 REFUSED_STREAM, a connection
-	// reset or closed before the response.
-	signalOverloaded
+	// signalRefused: the host, or a gateway before it, turned the request
+	// away: 429, 502, 503, HTTP/2 REFUSED_STREAM, a connection reset or
+	// closed before the response.
+	signalRefused
+	// signalTimedOut: the host did not answer in time: an attempt or
+	// network timeout, the caller's deadline, a gateway's 504.
+	signalTimedOut
 )
 
 // loadSignal says what an attempt's outcome tells about its host's load.
@@ -68,9 +70,10 @@ func loadSignal(ctx context.Context, resp *http.Response, err error) signal {
 			return signalNone
 		}
 		switch resp.StatusCode {
-		case http.StatusTooManyRequests, http.StatusBadGateway,
-			http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return signalOverloaded
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable:
+			return signalRefused
+		case http.StatusGatewayTimeout:
+			return signalTimedOut
 		}
 		return signalAccepted
 	}
@@ -82,17 +85,17 @@ func loadSignal(ctx context.Context, resp *http.Response, err error) signal {
 		case context.Canceled:
 			return signalNone
 		case context.DeadlineExceeded:
-			return signalOverloaded
+			return signalTimedOut
 		}
 	}
 	var ne net.Error
 	switch {
 	case errors.Is(err, ErrAttemptTimeout), errors.As(err, &ne) && ne.Timeout():
-		return signalOverloaded // dial timeouts included: a full accept queue drops SYNs
+		return signalTimedOut // dial timeouts included: a full accept queue drops SYNs
 	case refusedStream(err):
-		return signalOverloaded
+		return signalRefused
 	case classifyError(err) == ClassTransient:
-		return signalOverloaded // resets, EOF before the response, GOAWAY
+		return signalRefused // resets, EOF before the response, GOAWAY
 	}
 	return signalNone
 }

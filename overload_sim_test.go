@@ -174,6 +174,14 @@ func perSecond(s []int, t time.Duration) []int {
 	return s
 }
 
+func sumOf(s []int) int {
+	n := 0
+	for _, v := range s {
+		n += v
+	}
+	return n
+}
+
 func meanOver(s []int, from, to time.Duration) float64 {
 	sum := 0
 	for i := int(from / time.Second); i < int(to/time.Second) && i < len(s); i++ {
@@ -439,5 +447,66 @@ func TestQuotaScenario(t *testing.T) {
 	}
 	if cut < 0.95 {
 		t.Errorf("pacing cut 429s by %.1f %%, goal ≥ 95 %%", 100*cut)
+	}
+}
+
+// flakyHost answers after lat, in parallel, and fails a share of requests
+// whatever the load: with a 503, or by taking 2 s.
+type flakyHost struct {
+	lat        time.Duration
+	fail, hang float64
+	mu         sync.Mutex
+	r          *rand.Rand
+}
+
+func (h *flakyHost) RoundTrip(req *http.Request) (*http.Response, error) {
+	h.mu.Lock()
+	u := h.r.Float64()
+	h.mu.Unlock()
+	code, lat := http.StatusOK, h.lat
+	switch {
+	case u < h.fail:
+		code = http.StatusServiceUnavailable
+	case u < h.fail+h.hang:
+		lat = 2 * time.Second
+	}
+	timer := time.NewTimer(lat)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+}
+
+// TestLimiterNoFalseAlarms: a healthy host at 50 attempts in flight that
+// fails 1 % of requests with a 503 and lets 1 % time out, or one whose
+// answers take 60 % of a tight attempt timeout, is not limited: isolated
+// cuts heal within a round trip, and an answer is slow only against the
+// host's own fastest.
+func TestLimiterNoFalseAlarms(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		lat        time.Duration
+		fail, hang float64
+		timeout    time.Duration
+	}{
+		{"1 % 503s, 1 % timeouts", 50 * time.Millisecond, 0.01, 0.01, time.Second},
+		{"answers in 60 % of the timeout", 60 * time.Millisecond, 0, 0, 100 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				host := &flakyHost{lat: c.lat, fail: c.fail, hang: c.hang, r: rand.New(rand.NewPCG(1, 2))}
+				arm := simArm{name: "limit", limiter: limitQueued}
+				_, refused := simTraffic(arm.client(host, Policy{AttemptTimeout: c.timeout, MaxAttempts: 1}), 1000, 10*time.Second, 0, 1)
+				if n := sumOf(refused); n > 10 {
+					t.Errorf("%d of 10 000 requests refused", n)
+				}
+			})
+		})
 	}
 }

@@ -92,6 +92,15 @@ func (w *window) any(now time.Time, f func(n *[windowCounters]atomic.Int64) bool
 	return false
 }
 
+// floorDiv divides a by n > 0, rounding towards minus infinity.
+func floorDiv(a, n int64) int64 {
+	q := a / n
+	if a%n < 0 {
+		q--
+	}
+	return q
+}
+
 func mod(a, n int64) int64 {
 	m := a % n
 	if m < 0 {
