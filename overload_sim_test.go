@@ -90,12 +90,14 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 // simHost is a compact version of bench/sim's Host: one FIFO queue of
 // capacity per second that serves whatever reaches it, a network blip that
 // holds every packet, or (with capacity 0) a quota of quota requests per
-// 10 s window announced by X-RateLimit-Remaining and X-RateLimit-Reset.
+// 10 s window announced by X-RateLimit-Remaining and X-RateLimit-Reset, or
+// by the RateLimit field.
 type simHost struct {
 	capacity           float64
 	shed               time.Duration // answer 503 at once to a request with more than this queued ahead; 0: never
 	blipStart, blipEnd time.Duration
 	quota              int
+	field              bool // announce the quota in the IETF RateLimit field instead
 	start              time.Time
 	svc                time.Duration
 
@@ -143,8 +145,12 @@ func (h *simHost) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp.StatusCode, done = http.StatusTooManyRequests, at
 			resp.Header.Set("Retry-After", reset)
 		}
-		resp.Header.Set("X-RateLimit-Remaining", strconv.Itoa(h.quota-h.used))
-		resp.Header.Set("X-RateLimit-Reset", reset)
+		if h.field {
+			resp.Header.Set("RateLimit", `"default";r=`+strconv.Itoa(h.quota-h.used)+`;t=`+reset)
+		} else {
+			resp.Header.Set("X-RateLimit-Remaining", strconv.Itoa(h.quota-h.used))
+			resp.Header.Set("X-RateLimit-Reset", reset)
+		}
 	} else if h.shed > 0 && h.busy-at > h.shed {
 		resp.StatusCode, done = http.StatusServiceUnavailable, at
 	} else {
@@ -399,16 +405,20 @@ func TestMetastableScenario(t *testing.T) {
 // TestQuotaScenario is scenario E: ten workers work through 1000 requests
 // against an API allowing 100 per 10 s window, which announces what is
 // left and when it resets. The goal: ≥ 95 % fewer 429s with pacing, the
-// same work done.
+// same work done. With the RateLimit field the pacer learns only that the
+// quota is spent (parseRateLimit reads t for r=0 alone), not how much is
+// left, so requests sent while the last few units went still collect
+// 429s: 65–95 % fewer by run, a finding, checked as at least half.
 func TestQuotaScenario(t *testing.T) {
 	t.Parallel()
 	total := 300
 	if full() {
 		total = 1000
 	}
-	run := func(a simArm) (done, tooMany int) {
+	run := func(t *testing.T, a simArm, field bool) (done, tooMany int) {
 		synctest.Test(t, func(t *testing.T) {
 			host := newSimHost(0, 100)
+			host.field = field
 			client := a.client(host, Policy{Hints: HintPolicy{ResetHeader: "X-RateLimit-Reset"}})
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -438,15 +448,28 @@ func TestQuotaScenario(t *testing.T) {
 		})
 		return done, tooMany
 	}
-	done0, tooMany0 := run(simArm{name: "retry budget"})
-	done1, tooMany1 := run(simArm{name: "+ pacing", pace: true})
-	cut := 1 - float64(tooMany1)/float64(tooMany0)
-	t.Logf("E without pacing: %d done, %d 429s; with: %d done, %d 429s (%.1f %% fewer)", done0, tooMany0, done1, tooMany1, 100*cut)
-	if done1 < done0 || done1 != total {
-		t.Errorf("pacing completed %d requests, without %d, of %d", done1, done0, total)
-	}
-	if cut < 0.95 {
-		t.Errorf("pacing cut 429s by %.1f %%, goal ≥ 95 %%", 100*cut)
+	for _, c := range []struct {
+		name   string
+		field  bool
+		minCut float64
+	}{
+		{"X-RateLimit-Remaining and -Reset", false, 0.95},
+		{"RateLimit field", true, 0.5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			done0, tooMany0 := run(t, simArm{name: "retry budget"}, c.field)
+			done1, tooMany1 := run(t, simArm{name: "+ pacing", pace: true}, c.field)
+			cut := 1 - float64(tooMany1)/float64(tooMany0)
+			t.Logf("E %s: without pacing %d done, %d 429s; with %d done, %d 429s (%.1f %% fewer)",
+				c.name, done0, tooMany0, done1, tooMany1, 100*cut)
+			if done1 < done0 || done1 != total {
+				t.Errorf("pacing completed %d requests, without %d, of %d", done1, done0, total)
+			}
+			if cut < c.minCut {
+				t.Errorf("pacing cut 429s by %.1f %%, want ≥ %.0f %%", 100*cut, 100*c.minCut)
+			}
+		})
 	}
 }
 
