@@ -2,6 +2,7 @@ package sim
 
 import (
 	"net/http"
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -118,4 +119,49 @@ func TestQuotaWithoutPacing(t *testing.T) {
 		tooMany := Sum(r.Host.TooMany)
 		assert.InDelta(t, 2*c.Batch.Workers, tooMany, float64(c.Batch.Workers), "429s over three windows' worth")
 	})
+}
+
+// TestOverloadTable runs scenarios D (both hosts), C2 and E at full length
+// with every arm available on the exported API and logs one line each,
+// the figures docs/overload.md quotes: HTTPRETRY_SIM=full go test -run
+// OverloadTable -v ./sim. It checks what the baselines must show.
+func TestOverloadTable(t *testing.T) {
+	if os.Getenv("HTTPRETRY_SIM") != "full" {
+		t.Skip("a report: HTTPRETRY_SIM=full to run it")
+	}
+	arms := []Arm{NoRetries(), RetriesNoBudget(), RetryBudget(), FailsafeThrottler(), FailsafeLimiter()}
+	for _, shed := range []time.Duration{0, 500 * time.Millisecond} {
+		for _, a := range arms {
+			synctest.Test(t, func(t *testing.T) {
+				c := DefaultOverload()
+				c.Host.QueueLimit = shed
+				r := RunOverload(c, a, 1)
+				mu := c.Host.Capacity
+				t.Logf("D shed=%v %-40s load %.2f μ goodput %.2f μ refused %.0f/s", shed, a.Name, r.Load/mu, r.Goodput/mu,
+					MeanRate(r.Refused, c.From, c.Traffic.Duration))
+				if a.Name == RetryBudget().Name && shed == 0 {
+					assert.Less(t, r.Goodput, 0.05*mu, "a queueing host collapses")
+				}
+			})
+		}
+	}
+	for _, a := range arms {
+		synctest.Test(t, func(t *testing.T) {
+			c := DefaultMetastable(240 * time.Second)
+			r := RunMetastableTransport(c, a, 1)
+			took := "never"
+			if r.Recovered > 0 {
+				took = (r.Recovered - c.BlipEnd).String() + " after the blip"
+			}
+			t.Logf("C2 %-40s attempts/s %.0f backlog %.0f recovered %s (limit %v)", a.Name,
+				MeanRate(r.Sent, 40*time.Second, 120*time.Second), r.Backlog, took, c.RecoveryLimit(r.Backlog).Round(time.Second))
+		})
+	}
+	for _, h := range []QuotaHeaders{LegacyHeaders, RateLimitField, RetryAfterOnly} {
+		synctest.Test(t, func(t *testing.T) {
+			r := RunQuota(DefaultQuota(h), RetryBudget())
+			t.Logf("E headers=%d retry budget: done %d, 429s %d, makespan %v", h, r.Done, Sum(r.Host.TooMany), r.Makespan.Round(time.Second))
+			assert.GreaterOrEqual(t, r.Done, 990)
+		})
+	}
 }
