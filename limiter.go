@@ -193,7 +193,7 @@ func (l *limiter) release(start, now time.Time, s signal, patience time.Duration
 		rtt := int64(now.Sub(start))
 		l.noteRTT(now, rtt)
 		if patience > 0 && rtt > int64(patience)/2 && rtt > 2*l.fastest(now) {
-			s = signalTimedOut // in time, but only just: the host is queueing
+			s = signalOverloaded // in time, but only just: the host is queueing
 		}
 	}
 	switch s {
@@ -208,7 +208,7 @@ func (l *limiter) release(start, now time.Time, s signal, patience time.Duration
 				break
 			}
 		}
-	case signalTimedOut, signalRefused:
+	case signalOverloaded:
 		for {
 			last := l.lastCut.Load()
 			if start.UnixNano() <= last {

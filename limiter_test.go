@@ -47,12 +47,12 @@ func TestLimiterCutsOncePerEpisode(t *testing.T) {
 	l := newLimiter(limiterConfig{Queue: -1})
 	hold(t, l, t0, 40)
 	cut := t0.Add(time.Second)
-	l.release(t0, cut, signalTimedOut, 0) // 40 in flight, itself included
+	l.release(t0, cut, signalOverloaded, 0) // 40 in flight, itself included
 	if got := l.current(); got != 20 {
 		t.Fatalf("limit %v after the first overload, want 20 (half of 40 in flight)", got)
 	}
 	for range 10 {
-		l.release(t0, cut.Add(time.Millisecond), signalTimedOut, 0) // same episode
+		l.release(t0, cut.Add(time.Millisecond), signalOverloaded, 0) // same episode
 	}
 	if got := l.current(); got != 20 {
 		t.Fatalf("limit %v after the same episode's overloads, want 20", got)
@@ -65,7 +65,7 @@ func TestLimiterCutsOncePerEpisode(t *testing.T) {
 		l.release(t0, cut, signalNone, 0)
 	}
 	hold(t, l, cut.Add(time.Millisecond), 10) // 20 in flight, 10 started after the cut
-	l.release(cut.Add(time.Millisecond), cut.Add(2*time.Second), signalTimedOut, 0)
+	l.release(cut.Add(time.Millisecond), cut.Add(2*time.Second), signalOverloaded, 0)
 	if got := l.current(); got != 10 {
 		t.Errorf("limit %v after a new episode, want 10", got)
 	}
@@ -77,7 +77,7 @@ func TestLimiterFloor(t *testing.T) {
 	now := t0
 	for range 20 {
 		hold(t, l, now, 1)
-		l.release(now, now.Add(time.Millisecond), signalTimedOut, 0)
+		l.release(now, now.Add(time.Millisecond), signalOverloaded, 0)
 		now = now.Add(time.Second)
 	}
 	if got := l.current(); got != 3 {
@@ -91,7 +91,7 @@ func TestLimiterGrowsWhenUsed(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(limiterConfig{Max: 30, Queue: -1})
 	hold(t, l, t0, 20)
-	l.release(t0, t0.Add(time.Millisecond), signalTimedOut, 0) // limit 10, 19 in flight
+	l.release(t0, t0.Add(time.Millisecond), signalOverloaded, 0) // limit 10, 19 in flight
 	later := t0.Add(time.Second)
 	for range 14 {
 		l.release(t0, later, signalNone, 0)
@@ -235,7 +235,7 @@ func TestLimiterForgets(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(limiterConfig{Max: 100, Forget: 30 * time.Second, Queue: -1})
 	hold(t, l, t0, 10)
-	l.release(t0, t0, signalTimedOut, 0)
+	l.release(t0, t0, signalOverloaded, 0)
 	for range 9 {
 		l.release(t0, t0, signalNone, 0)
 	}
@@ -258,7 +258,7 @@ func TestLimiterNil(t *testing.T) {
 	if l.acquire(context.Background(), t0) != nil || !l.tryAcquire(t0) || !l.atRest(t0) {
 		t.Error("a nil limiter must admit everything and be at rest")
 	}
-	l.release(t0, t0, signalTimedOut, 0)
+	l.release(t0, t0, signalOverloaded, 0)
 	if l.snapshot() != (limiterStats{}) {
 		t.Error("nil snapshot")
 	}

@@ -42,13 +42,11 @@ const (
 	// whatever the answer (2xx–4xx but 429, and 500, 501, 505: a server
 	// that fails a request it processed is the retry budget's business).
 	signalAccepted
-	// signalRefused: the host, or a gateway before it, turned the request
-	// away: 429, 502, 503, HTTP/2 REFUSED_STREAM, a connection reset or
-	// closed before the response.
-	signalRefused
-	// signalTimedOut: the host did not answer in time: an attempt or
-	// network timeout, the caller's deadline, a gateway's 504.
-	signalTimedOut
+	// signalOverloaded: the host, or a gateway before it, turned the
+	// request away (429, 502, 503, HTTP/2 REFUSED_STREAM, a connection
+	// reset or closed before the response) or did not answer it in time
+	// (an attempt or network timeout, the caller's deadline, a 504).
+	signalOverloaded
 )
 
 // loadSignal says what an attempt's outcome tells about its host's load.
@@ -70,10 +68,9 @@ func loadSignal(ctx context.Context, resp *http.Response, err error) signal {
 			return signalNone
 		}
 		switch resp.StatusCode {
-		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable:
-			return signalRefused
-		case http.StatusGatewayTimeout:
-			return signalTimedOut
+		case http.StatusTooManyRequests, http.StatusBadGateway,
+			http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return signalOverloaded
 		}
 		return signalAccepted
 	}
@@ -85,17 +82,17 @@ func loadSignal(ctx context.Context, resp *http.Response, err error) signal {
 		case context.Canceled:
 			return signalNone
 		case context.DeadlineExceeded:
-			return signalTimedOut
+			return signalOverloaded
 		}
 	}
 	var ne net.Error
 	switch {
 	case errors.Is(err, ErrAttemptTimeout), errors.As(err, &ne) && ne.Timeout():
-		return signalTimedOut // dial timeouts included: a full accept queue drops SYNs
+		return signalOverloaded // dial timeouts included: a full accept queue drops SYNs
 	case refusedStream(err):
-		return signalRefused
+		return signalOverloaded
 	case classifyError(err) == ClassTransient:
-		return signalRefused // resets, EOF before the response, GOAWAY
+		return signalOverloaded // resets, EOF before the response, GOAWAY
 	}
 	return signalNone
 }

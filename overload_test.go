@@ -40,15 +40,15 @@ func TestLoadSignal(t *testing.T) {
 		{"408: the server waited for the client", resp(408), nil, signalAccepted},
 		{"500: processed, then failed", resp(500), nil, signalAccepted},
 		{"501", resp(501), nil, signalAccepted},
-		{"429", resp(429), nil, signalRefused},
-		{"502", resp(502), nil, signalRefused},
-		{"503", resp(503), nil, signalRefused},
-		{"504", resp(504), nil, signalTimedOut},
-		{"attempt timeout", nil, fmt.Errorf("%w (%v)", ErrAttemptTimeout, context.Canceled), signalTimedOut},
-		{"dial timeout", nil, dialTimeout, signalTimedOut},
-		{"REFUSED_STREAM", nil, h2StreamError{StreamID: 3, Code: 7}, signalRefused},
-		{"reset", nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, signalRefused},
-		{"EOF before the response", nil, io.ErrUnexpectedEOF, signalRefused},
+		{"429", resp(429), nil, signalOverloaded},
+		{"502", resp(502), nil, signalOverloaded},
+		{"503", resp(503), nil, signalOverloaded},
+		{"504", resp(504), nil, signalOverloaded},
+		{"attempt timeout", nil, fmt.Errorf("%w (%v)", ErrAttemptTimeout, context.Canceled), signalOverloaded},
+		{"dial timeout", nil, dialTimeout, signalOverloaded},
+		{"REFUSED_STREAM", nil, h2StreamError{StreamID: 3, Code: 7}, signalOverloaded},
+		{"reset", nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, signalOverloaded},
+		{"EOF before the response", nil, io.ErrUnexpectedEOF, signalOverloaded},
 		{"connection refused: no server took part", nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, signalNone},
 		{"DNS", nil, &net.DNSError{Err: "no such host", IsNotFound: true}, signalNone},
 		{"caller cancelled", nil, context.Canceled, signalNone},
@@ -72,13 +72,13 @@ func TestLoadSignal(t *testing.T) {
 	if got := loadSignal(cancelled, nil, context.Canceled); got != signalNone {
 		t.Errorf("cancelled by the caller: %d, want signalNone", got)
 	}
-	if got := loadSignal(cancelled, resp(503), nil); got != signalRefused {
-		t.Errorf("a 503 that came before the caller cancelled: %d, want signalRefused", got)
+	if got := loadSignal(cancelled, resp(503), nil); got != signalOverloaded {
+		t.Errorf("a 503 that came before the caller cancelled: %d, want signalOverloaded", got)
 	}
 	expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
 	defer cancel()
-	if got := loadSignal(expired, nil, context.DeadlineExceeded); got != signalTimedOut {
-		t.Errorf("past the caller's deadline: %d, want signalTimedOut", got)
+	if got := loadSignal(expired, nil, context.DeadlineExceeded); got != signalOverloaded {
+		t.Errorf("past the caller's deadline: %d, want signalOverloaded", got)
 	}
 	if got := loadSignal(expired, nil, ErrThrottled); got != signalNone {
 		t.Errorf("refused here, past the deadline: %d, want signalNone", got)

@@ -115,7 +115,6 @@ func (t *throttle) record(now time.Time, s signal) {
 	if t == nil || s == signalNone {
 		return
 	}
-	// Refused and timed out alike: the host did not accept the request.
 	if s == signalAccepted {
 		t.w.add(now, thAccepted, 1)
 		return

@@ -13,7 +13,7 @@ var t0 = time.Unix(1_800_000_000, 0)
 // feed records n outcomes at now, the first accepted ones accepted.
 func feed(th *throttle, now time.Time, n, accepted int) {
 	for i := range n {
-		s := signalTimedOut
+		s := signalOverloaded
 		if i < accepted {
 			s = signalAccepted
 		}
@@ -115,7 +115,7 @@ func TestThrottleSwitch(t *testing.T) {
 				continue
 			}
 			if r.Float64() < f {
-				th.record(now, signalTimedOut)
+				th.record(now, signalOverloaded)
 			} else {
 				th.record(now, signalAccepted)
 			}
@@ -160,7 +160,7 @@ func TestThrottleForgets(t *testing.T) {
 func TestThrottleNil(t *testing.T) {
 	t.Parallel()
 	var th *throttle
-	th.record(t0, signalTimedOut)
+	th.record(t0, signalOverloaded)
 	if !th.admit(t0) || !th.atRest(t0) || th.snapshot(t0) != (throttleStats{}) {
 		t.Error("a nil throttle must admit everything and be at rest")
 	}
