@@ -91,6 +91,9 @@ func newLimiter(c limiterConfig) *limiter {
 	l := &limiter{min: float64(minL), max: float64(maxL), backoff: backoff, queueCap: queue, forget: int64(forget)}
 	l.limit.Store(math.Float64bits(l.max))
 	l.lastCut.Store(math.MinInt64)
+	for i := range l.rtts {
+		l.rtts[i].epoch.Store(math.MinInt64)
+	}
 	return l
 }
 
@@ -192,7 +195,7 @@ func (l *limiter) release(start, now time.Time, s signal, patience time.Duration
 	if s == signalAccepted {
 		rtt := int64(now.Sub(start))
 		l.noteRTT(now, rtt)
-		if patience > 0 && rtt > int64(patience)/2 && rtt > 2*l.fastest(now) {
+		if patience > 0 && rtt > int64(patience)/2 && rtt/2 > l.fastest(now) {
 			s = signalOverloaded // in time, but only just: the host is queueing
 		}
 	}

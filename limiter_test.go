@@ -316,3 +316,24 @@ func BenchmarkLimiterAcquire(b *testing.B) {
 		}
 	})
 }
+
+// TestLimiterAnyTime: the slow-answer rule and the forgetting work for any
+// time, before 1970 too.
+func TestLimiterAnyTime(t *testing.T) {
+	t.Parallel()
+	for _, now := range []time.Time{{}, time.Unix(-1, 0), time.Unix(0, 0)} {
+		l := newLimiter(limiterConfig{Queue: -1})
+		hold(t, l, now, 4)
+		l.release(now, now.Add(10*time.Millisecond), signalAccepted, time.Second)
+		l.release(now, now.Add(600*time.Millisecond), signalAccepted, time.Second)
+		if got := l.current(); got != 1.5 {
+			t.Errorf("at %v: limit %v after a slow answer, want 1.5", now, got)
+		}
+		for range 2 {
+			l.release(now, now, signalNone, 0)
+		}
+		if !l.atRest(now.Add(time.Minute)) {
+			t.Errorf("at %v: not at rest a minute later", now)
+		}
+	}
+}

@@ -38,7 +38,7 @@ const (
 // throttle is the client-side adaptive throttling of one host (Google SRE
 // book, "Handling Overload", equation 21-1): over a sliding window it
 // counts requests (attempts the host answered or failed to answer, plus
-// those it rejected locally) and accepts, and rejects each new attempt
+// those the throttle itself rejected) and accepts, and rejects each new attempt
 // locally with probability
 //
 //	max(0, (requests − K·accepts) / (requests + 1)),
@@ -50,8 +50,9 @@ const (
 // Rejections count as requests, so a host whose failures do not depend on
 // load is throttled all or nothing: once accepts fall below 1/K of the
 // attempts sent, the rejection probability climbs to MaxReject and stays
-// there until the failures leave the window. K = 2 keeps that switch at
-// half the attempts failing.
+// there until the failures leave the window, after which it falls by a
+// factor K per window. K = 2 keeps that switch at half the attempts
+// failing.
 //
 // A nil *throttle admits everything. It is safe for concurrent use,
 // lock-free, and allocates nothing.

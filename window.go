@@ -39,11 +39,7 @@ func newWindow(d time.Duration) window {
 // towards minus infinity, and how far into it now is, in [0, 1).
 func (w *window) epoch(now time.Time) (int64, float64) {
 	ns := now.UnixNano()
-	e, r := ns/w.slot, ns%w.slot
-	if r < 0 {
-		e, r = e-1, r+w.slot
-	}
-	return e, float64(r) / float64(w.slot)
+	return floorDiv(ns, w.slot), float64(mod(ns, w.slot)) / float64(w.slot)
 }
 
 // add adds d to counter i at time now.
