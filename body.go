@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,7 +19,7 @@ type body struct {
 // replayable reports whether a retry can get a fresh body.
 func (b *body) replayable() bool { return b.none || b.getBody != nil }
 
-// next returns the body and GetBody for attempt n (1 for the first).
+// next returns the body for attempt n (1 for the first).
 func (b *body) next(n int) (io.ReadCloser, error) {
 	if n == 1 || b.none {
 		return b.first, nil
@@ -34,8 +35,10 @@ func (b *body) next(n int) (io.ReadCloser, error) {
 // used when present: the first attempt sends req.Body itself and later ones
 // call GetBody, so nothing is copied. Otherwise up to limit bytes are
 // buffered; a longer body (or any body when limit < 0) is streamed once,
-// starting with what was already read. On error req.Body has been closed.
-func prepareBody(req *http.Request, limit int64) (body, error) {
+// starting with what was already read. Buffering ends as soon as ctx does,
+// with the context's error, as net/http's own sending would. On error
+// req.Body has been closed.
+func prepareBody(ctx context.Context, req *http.Request, limit int64) (body, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
 		return body{first: req.Body, none: true}, nil
@@ -44,17 +47,16 @@ func prepareBody(req *http.Request, limit int64) (body, error) {
 	case limit < 0 || req.ContentLength > limit:
 		return body{first: req.Body}, nil
 	}
-	var buf bytes.Buffer
-	if req.ContentLength > 0 {
-		buf.Grow(int(req.ContentLength) + 1)
-	}
-	_, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1))
+	buf, err := readCtx(ctx, req.Body, limit+1, req.ContentLength)
 	if err != nil {
 		req.Body.Close()
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
 		return body{}, fmt.Errorf("%w: reading it for replay: %w", ErrRequestBody, err)
 	}
 	if int64(buf.Len()) > limit {
-		return body{first: &streamBody{io.MultiReader(&buf, req.Body), req.Body}}, nil
+		return body{first: &streamBody{io.MultiReader(buf, req.Body), req.Body}}, nil
 	}
 	req.Body.Close()
 	if req.ContentLength > 0 && int64(buf.Len()) != req.ContentLength {
@@ -68,6 +70,32 @@ func prepareBody(req *http.Request, limit int64) (body, error) {
 			return io.NopCloser(bytes.NewReader(data)), nil
 		},
 	}, nil
+}
+
+// readCtx reads up to n bytes of r, or until ctx ends; size is the
+// expected length, if known. When ctx can end, the read runs on a goroutine
+// that stays until it returns: when ctx ends, the caller gets the context's
+// error at once and closes r, which unblocks net/http's bodies and pipes.
+func readCtx(ctx context.Context, r io.Reader, n, size int64) (*bytes.Buffer, error) {
+	buf := new(bytes.Buffer)
+	if size > 0 {
+		buf.Grow(int(min(size, n)))
+	}
+	if ctx.Done() == nil {
+		_, err := buf.ReadFrom(io.LimitReader(r, n))
+		return buf, err
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := buf.ReadFrom(io.LimitReader(r, n))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return buf, err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 // streamBody sends the buffered prefix and then the rest of the caller's
@@ -87,17 +115,39 @@ const (
 	drainTimeout = 250 * time.Millisecond
 )
 
-// discard drains a bounded amount of resp's body and closes it exactly
-// once. A body that trickles is closed from a timer, which unblocks the
-// read: net/http's HTTP/1 and HTTP/2 bodies allow Close during Read.
-func discard(resp *http.Response) {
-	if resp == nil || resp.Body == nil {
-		return
+// drain reads what is left of resp's body, up to drainLimit bytes and for
+// at most drainTimeout, and closes it exactly once. When the whole body
+// arrived, it returns a copy of resp holding the body in memory, which can
+// still be returned to the caller if the retry that called for the drain
+// is not sent; otherwise nil. A body that trickles is closed from a timer,
+// which unblocks the read: net/http's HTTP/1 and HTTP/2 bodies allow Close
+// during Read.
+func drain(resp *http.Response) *http.Response {
+	held := *resp
+	rc := resp.Body
+	if rc == nil || rc == http.NoBody {
+		return &held
 	}
-	body := resp.Body
-	timer := time.AfterFunc(drainTimeout, func() { body.Close() })
-	io.CopyN(io.Discard, body, drainLimit)
+	resp.Body = http.NoBody // drained: discard has nothing left to do
+	timer := time.AfterFunc(drainTimeout, func() { rc.Close() })
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(io.LimitReader(rc, drainLimit))
+	complete := err == nil && buf.Len() < drainLimit // a body of exactly 64 KiB may have more
 	if timer.Stop() {
-		body.Close()
+		rc.Close()
+	} else {
+		complete = false
+	}
+	if !complete {
+		return nil
+	}
+	held.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
+	return &held
+}
+
+// discard drains and closes resp's body when nobody will read it.
+func discard(resp *http.Response) {
+	if resp != nil && resp.Body != nil && resp.Body != http.NoBody {
+		drain(resp)
 	}
 }

@@ -6,13 +6,17 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
 )
 
 func TestBodyReplay(t *testing.T) {
@@ -194,5 +198,123 @@ func TestDiscardedBodiesAreDrainedBounded(t *testing.T) {
 			assert.True(t, r.closed)
 			assert.GreaterOrEqual(t, r.n, int64(1<<30-64<<10), "at most 64 KiB drained")
 		}
+	})
+}
+
+// blockingBody never yields a byte until it is closed, as a slow producer
+// behind a pipe does.
+type blockingBody struct {
+	closed chan struct{}
+	once   sync.Once
+	closes atomic.Int32
+}
+
+func newBlockingBody() *blockingBody { return &blockingBody{closed: make(chan struct{})} }
+
+func (b *blockingBody) Read([]byte) (int, error) {
+	<-b.closed
+	return 0, io.ErrClosedPipe
+}
+
+func (b *blockingBody) Close() error {
+	b.closes.Add(1)
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// TestBufferingEndsWithTheContext: a body without GetBody is buffered for
+// replay by a read that the caller's context ends at once, as net/http's
+// own sending would, instead of blocking until the buffer fills.
+func TestBufferingEndsWithTheContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFake(t, status(200))
+		body := newBlockingBody()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, site, body)
+		start := time.Now()
+		resp, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
+		assert.Nil(t, resp)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorIs(t, err, httpretry.ErrRequestBody)
+		assert.Equal(t, time.Second, time.Since(start), "returned when the context ended")
+		assert.Empty(t, fake.attempts())
+		synctest.Wait()
+		assert.EqualValues(t, 1, body.closes.Load(), "the caller's body closed once")
+	})
+}
+
+// slowErrorBody delivers a short error page over 100 ms.
+type slowErrorBody struct {
+	chunks []string
+	closes atomic.Int32
+}
+
+func (b *slowErrorBody) Read(p []byte) (int, error) {
+	if len(b.chunks) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(50 * time.Millisecond)
+	n := copy(p, b.chunks[0])
+	b.chunks = b.chunks[1:]
+	return n, nil
+}
+
+func (b *slowErrorBody) Close() error { b.closes.Add(1); return nil }
+
+// TestDrainCountsAgainstTheDeadline: the discarded response is drained
+// before the wait, and the wait is checked against the deadline after the
+// drain: when the drain leaves too little time, the response in hand is
+// returned, whole, and OnAttempt is told so.
+func TestDrainCountsAgainstTheDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		body := &slowErrorBody{chunks: []string{"upstream ", "overloaded"}}
+		calls := 0
+		base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+			calls++
+			return &http.Response{StatusCode: 503, Body: body, ContentLength: -1}, nil
+		})
+		var got []httpretry.Attempt
+		tr := &httpretry.Transport{Base: base, OnAttempt: func(a httpretry.Attempt) { got = append(got, a) },
+			Policy: httpretry.Policy{Backoff: backoff.Constant(time.Second)}}
+		// The 1 s wait fits the 1.05 s left before the drain, not after it.
+		ctx, cancel := context.WithTimeout(t.Context(), 1050*time.Millisecond)
+		defer cancel()
+		resp, err := tr.RoundTrip(get(t, ctx))
+		require.NoError(t, err, "the response in hand is returned")
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Equal(t, "upstream overloaded", readAll(t, resp.Body))
+		resp.Body.Close()
+		assert.Equal(t, 1, calls)
+		require.Len(t, got, 1)
+		assert.False(t, got[0].Retry, "OnAttempt is not told of a retry that does not happen")
+		assert.Equal(t, httpretry.StopDeadline, got[0].Stop)
+		assert.EqualValues(t, 1, body.closes.Load())
+	})
+}
+
+// TestDeadlineAfterAnEndlessDrain: when the drain of a body that never
+// ends leaves too little time for the wait, the response is gone (only
+// 64 KiB that arrive within 250 ms are kept), so the caller gets an error
+// with the status seen, never a response whose body was consumed.
+func TestDeadlineAfterAnEndlessDrain(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		body := &tricklingBody{closed: make(chan struct{})}
+		base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: body}, nil
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 1100*time.Millisecond)
+		defer cancel()
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(time.Second)}}
+		resp, err := tr.RoundTrip(get(t, ctx))
+		assert.Nil(t, resp)
+		var re *httpretry.RetryError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, httpretry.StopDeadline, re.Reason)
+		assert.Equal(t, 503, re.LastStatus)
+		assert.Equal(t, 1, body.count, "closed once")
 	})
 }

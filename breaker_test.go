@@ -47,18 +47,20 @@ func TestCircuitBreaker(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		base := &switchable{status: map[string]int{"a.test": 503, "b.test": 200}, calls: map[string]int{}}
-		var changes []string
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			MaxAttempts: 1,
 			NewBudget:   httpretry.NoBudget,
-			Breaker: &gobreaker.Settings{
-				Timeout:     30 * time.Second,
-				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
-				OnStateChange: func(name string, from, to gobreaker.State) {
-					changes = append(changes, fmt.Sprintf("%s: %s→%s", name, from, to))
-				},
-			},
+			Breaker:     httpretry.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 30 * time.Second},
 		}}
+		breaker := func(host string) httpretry.BreakerState {
+			for _, s := range tr.Stats() {
+				if s.Host == host {
+					require.True(t, s.HasBreaker)
+					return s.BreakerState
+				}
+			}
+			return httpretry.BreakerClosed
+		}
 		send := func(host string) (*http.Response, error) {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+host+"/", nil)
 			resp, err := tr.RoundTrip(req)
@@ -81,6 +83,7 @@ func TestCircuitBreaker(t *testing.T) {
 		assert.Equal(t, httpretry.StopBreaker, re.Reason)
 		assert.Zero(t, re.Attempts)
 		assert.Equal(t, 3, base.count("a.test"))
+		assert.Equal(t, httpretry.BreakerOpen, breaker("a.test:443"))
 
 		// Another host has its own breaker.
 		resp, err := send("b.test")
@@ -89,13 +92,12 @@ func TestCircuitBreaker(t *testing.T) {
 
 		// After the timeout it half-opens; a success closes it.
 		time.Sleep(31 * time.Second)
+		assert.Equal(t, httpretry.BreakerHalfOpen, breaker("a.test:443"))
 		base.set("a.test", 200)
 		resp, err = send("a.test")
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
-		assert.Equal(t, []string{
-			"a.test: closed→open", "a.test: open→half-open", "a.test: half-open→closed",
-		}, changes)
+		assert.Equal(t, httpretry.BreakerClosed, breaker("a.test:443"))
 	})
 }
 
@@ -105,7 +107,7 @@ func TestBreakerOpenDuringRetriesKeepsTheAnswer(t *testing.T) {
 		fake := newFake(t, status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Backoff: backoff.Constant(time.Second),
-			Breaker: &gobreaker.Settings{ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 2 }},
+			Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 2},
 		}}
 		start := time.Now()
 		resp, err := tr.RoundTrip(get(t, t.Context()))
@@ -125,7 +127,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 			return nil, req.Context().Err()
 		})
 		tr := &httpretry.Transport{Base: block, Policy: httpretry.Policy{
-			Breaker: &gobreaker.Settings{ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 1 }},
+			Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 1},
 		}}
 		for range 3 {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
@@ -146,4 +148,45 @@ func TestInnerBreakerIsTerminal(t *testing.T) {
 		assert.ErrorIs(t, err, inner)
 		assert.Len(t, fake.attempts(), 1, "no retry, no wait, no budget charge")
 	}
+}
+
+// TestBreakerOpensDuringTheWait: when other calls open the host's breaker
+// while this call waits to retry, the retry is refused and the 503 already
+// in hand is returned, readable, rather than "circuit breaker open".
+func TestBreakerOpensDuringTheWait(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFake(t, step{status: 503, body: "try later"})
+		var (
+			mu    sync.Mutex
+			calls []httpretry.Call
+		)
+		tr := &httpretry.Transport{Base: fake,
+			Policy: httpretry.Policy{
+				Backoff: backoff.Constant(time.Second),
+				Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 3},
+			},
+			OnCall: func(c httpretry.Call) { mu.Lock(); calls = append(calls, c); mu.Unlock() },
+		}
+		done := make(chan *http.Response)
+		go func() {
+			resp, err := tr.RoundTrip(get(t, t.Context()))
+			assert.NoError(t, err)
+			done <- resp
+		}()
+		time.Sleep(500 * time.Millisecond) // the first call is waiting to retry
+		for range 2 {
+			resp, err := tr.RoundTrip(get(t, httpretry.WithoutRetries(t.Context())))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		resp := <-done
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Equal(t, "try later", readAll(t, resp.Body), "the response in hand, whole")
+		resp.Body.Close()
+		assert.Len(t, fake.attempts(), 3, "the retry was refused")
+		require.Len(t, calls, 3)
+		assert.Equal(t, httpretry.StopBreaker, calls[2].Stop)
+		assert.Equal(t, 1, calls[2].Attempts)
+	})
 }

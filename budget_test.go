@@ -1,6 +1,7 @@
 package httpretry_test
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -16,13 +17,12 @@ import (
 
 func TestTokenBucketArithmetic(t *testing.T) {
 	t.Parallel()
-	var now time.Time
 	b := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
 	require.Equal(t, 500, b.Tokens(), "starts full")
 
 	// A total outage: 100 retries at 5 tokens, then none.
 	allowed := 0
-	for b.AllowRetry(now, false) {
+	for b.AllowRetry(false) {
 		allowed++
 	}
 	assert.Equal(t, 100, allowed)
@@ -30,28 +30,28 @@ func TestTokenBucketArithmetic(t *testing.T) {
 
 	// Five clean successes fund one retry.
 	for range 4 {
-		b.Succeeded(now, false, false)
+		b.Succeeded(false, false)
 	}
-	assert.False(t, b.AllowRetry(now, false))
-	b.Succeeded(now, false, false)
-	assert.True(t, b.AllowRetry(now, false))
+	assert.False(t, b.AllowRetry(false))
+	b.Succeeded(false, false)
+	assert.True(t, b.AllowRetry(false))
 	assert.Equal(t, 0, b.Tokens())
 
 	// A retry that succeeds gets its cost back; a timeout retry costs 10.
 	for range 20 {
-		b.Succeeded(now, false, false)
+		b.Succeeded(false, false)
 	}
-	assert.True(t, b.AllowRetry(now, true))
+	assert.True(t, b.AllowRetry(true))
 	assert.Equal(t, 10, b.Tokens())
-	b.Succeeded(now, true, true)
+	b.Succeeded(true, true)
 	assert.Equal(t, 20, b.Tokens())
-	assert.True(t, b.AllowRetry(now, false))
-	b.Succeeded(now, true, false)
+	assert.True(t, b.AllowRetry(false))
+	b.Succeeded(true, false)
 	assert.Equal(t, 20, b.Tokens())
 
 	// Never above capacity.
 	for range 1000 {
-		b.Succeeded(now, false, false)
+		b.Succeeded(false, false)
 	}
 	assert.Equal(t, 500, b.Tokens())
 	assert.Equal(t, "tokens 500/500", b.String())
@@ -67,7 +67,7 @@ func TestTokenBucketConcurrent(t *testing.T) {
 		wg.Go(func() {
 			n := 0
 			for range 500 {
-				if b.AllowRetry(time.Time{}, false) {
+				if b.AllowRetry(false) {
 					n++
 				}
 			}
@@ -86,26 +86,26 @@ func TestRatioBudget(t *testing.T) {
 	b := httpretry.NewRatioBudget(httpretry.RatioConfig{Ratio: 0.1, Window: 10 * time.Second, MinPerSecond: -1})
 	now := start
 	for range 1000 {
-		b.Begin(now)
+		b.BeginAt(now)
 	}
 	allowed := 0
-	for b.AllowRetry(now, false) {
+	for b.AllowRetryAt(now, false) {
 		allowed++
 	}
 	assert.Equal(t, 100, allowed, "10 % of the window's requests")
 
 	// Once the window has slid past them, those requests no longer count.
 	now = start.Add(11 * time.Second)
-	assert.False(t, b.AllowRetry(now, false))
+	assert.False(t, b.AllowRetryAt(now, false))
 	for range 50 {
-		b.Begin(now)
+		b.BeginAt(now)
 	}
-	assert.True(t, b.AllowRetry(now, false))
+	assert.True(t, b.AllowRetryAt(now, false))
 
 	// The floor allows retries with no traffic at all.
 	floor := httpretry.NewRatioBudget(httpretry.RatioConfig{Window: 10 * time.Second, MinPerSecond: 2})
 	allowed = 0
-	for floor.AllowRetry(start, false) {
+	for floor.AllowRetryAt(start, false) {
 		allowed++
 	}
 	assert.Equal(t, 20, allowed, "2 per second over a 10 s window")
@@ -147,7 +147,7 @@ func TestBudgetRefillsThroughTransport(t *testing.T) {
 		base := &switchable{status: map[string]int{"api.example.com": 503}, calls: map[string]int{}}
 		bucket := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
-			Backoff: backoff.Constant(0), NewBudget: func() httpretry.Budget { return bucket },
+			Backoff: backoff.Constant(0), NewBudget: func(string) httpretry.Budget { return bucket },
 		}}
 		send := func() {
 			resp, err := tr.RoundTrip(get(t, t.Context()))
@@ -202,17 +202,60 @@ func TestBudgetIsPerHost(t *testing.T) {
 
 func TestBudgetKeyFoldsTheDefaultPort(t *testing.T) {
 	t.Parallel()
-	created := 0
-	tr := &httpretry.Transport{Base: newFake(t, status(200)), Policy: httpretry.Policy{
-		NewBudget: func() httpretry.Budget { created++; return httpretry.DefaultBudget() },
-	}}
-	for _, u := range []string{"https://api.example.com/", "https://API.example.com:443/", "https://api.example.com:8443/", "http://api.example.com:80/"} {
-		req, _ := http.NewRequest(http.MethodGet, u, nil)
-		resp, err := tr.RoundTrip(req)
+	synctest.Test(t, func(t *testing.T) {
+		var created []string
+		tr := &httpretry.Transport{Base: newFake(t, status(503)), Policy: httpretry.Policy{
+			MaxAttempts: 1,
+			NewBudget: func(host string) httpretry.Budget {
+				created = append(created, host)
+				return httpretry.DefaultBudget(host)
+			},
+		}}
+		for _, u := range []string{"https://api.example.com/", "https://API.example.com:443/", "https://api.example.com:8443/", "http://api.example.com:80/", "http://api.example.com/"} {
+			req, _ := http.NewRequest(http.MethodGet, u, nil)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Equal(t, []string{"api.example.com:443", "api.example.com:8443", "api.example.com:80"}, created,
+			"one budget per host and port, the default port filled in")
+	})
+}
+
+// TestNoStateForHealthyHosts: a host that has only succeeded holds no
+// per-host state; its first failure creates it.
+func TestNoStateForHealthyHosts(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		created := 0
+		base := &switchable{status: map[string]int{"api.example.com": 200}, calls: map[string]int{}}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			Backoff:   backoff.Constant(0),
+			NewBudget: func(host string) httpretry.Budget { created++; return httpretry.DefaultBudget(host) },
+			Breaker:   httpretry.BreakerPolicy{ConsecutiveFailures: 5},
+		}}
+		for range 100 {
+			resp, err := tr.RoundTrip(get(t, t.Context()))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Zero(t, created)
+		assert.Empty(t, tr.Stats())
+		base.set("api.example.com", 503)
+		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
-	}
-	assert.Equal(t, 2, created, "one budget for api.example.com, one for :8443")
+		assert.Equal(t, 1, created)
+		stats := tr.Stats()
+		require.Len(t, stats, 1)
+		assert.Equal(t, "api.example.com:443", stats[0].Host)
+		assert.Equal(t, int64(4), stats[0].Attempts)
+		assert.Equal(t, int64(3), stats[0].Retries)
+		assert.Equal(t, httpretry.ClassTransient, stats[0].LastFailure)
+		assert.Equal(t, float64(485), stats[0].BudgetAvailable, "three retries at 5 tokens")
+		assert.Equal(t, float64(500), stats[0].BudgetCapacity)
+		assert.Equal(t, uint32(4), stats[0].ConsecutiveFailures)
+	})
 }
 
 func TestNoBudget(t *testing.T) {
@@ -226,5 +269,81 @@ func TestNoBudget(t *testing.T) {
 			resp.Body.Close()
 		}
 		assert.Len(t, fake.attempts(), 800, "every request gets all 4 attempts")
+	})
+}
+
+// TestRatioBudgetAnyTime: a RatioBudget accepts any time.Time, before 1970
+// and the zero time included.
+func TestRatioBudgetAnyTime(t *testing.T) {
+	t.Parallel()
+	for _, now := range []time.Time{{}, time.Unix(-1, 0), time.Unix(-1_000_000_000, 5), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(1<<40, 0)} {
+		b := httpretry.NewRatioBudget(httpretry.RatioConfig{MinPerSecond: -1})
+		assert.NotPanics(t, func() {
+			for range 100 {
+				b.BeginAt(now)
+			}
+			allowed := 0
+			for b.AllowRetryAt(now, false) {
+				allowed++
+			}
+			assert.Equal(t, 10, allowed, "%v", now)
+			b.RefundAt(now, false)
+			assert.True(t, b.AllowRetryAt(now, false), "%v: the refund made room", now)
+			avail, capacity := b.LevelAt(now)
+			assert.Equal(t, 0.0, avail)
+			assert.Equal(t, 10.0, capacity)
+		}, "%v", now)
+	}
+}
+
+// TestOnlySentRetriesCost: a retry the caller cancels during its wait is
+// never sent, so it costs no tokens: ten such calls leave a ten-token
+// bucket full.
+func TestOnlySentRetriesCost(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		bucket := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 1})
+		fake := newFake(t, status(503))
+		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
+			Backoff:   backoff.Constant(time.Minute),
+			NewBudget: func(string) httpretry.Budget { return bucket },
+		}}
+		for range 10 {
+			ctx, cancel := context.WithCancel(t.Context())
+			time.AfterFunc(time.Second, cancel)
+			_, err := tr.RoundTrip(get(t, ctx))
+			assert.ErrorIs(t, err, context.Canceled)
+		}
+		assert.Equal(t, 10, bucket.Tokens(), "no retry was sent")
+		assert.Len(t, fake.attempts(), 10)
+	})
+}
+
+// countingBudget embeds *TokenBucket and counts the requests it sees: every
+// method is the interface's own, with nothing hidden promoted through the
+// embedding.
+type countingBudget struct {
+	*httpretry.TokenBucket
+	begins int
+}
+
+func (b *countingBudget) Begin() { b.begins++; b.TokenBucket.Begin() }
+
+func TestBudgetEmbeddingTokenBucket(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := &countingBudget{TokenBucket: httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})}
+		fake := newFake(t, status(503), status(200))
+		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
+			Backoff:   backoff.Constant(0),
+			NewBudget: func(string) httpretry.Budget { return b },
+		}}
+		for range 3 {
+			resp, err := tr.RoundTrip(get(t, t.Context()))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Equal(t, 3, b.begins, "every request once the host has state")
+		assert.Equal(t, 500, b.Tokens(), "the retry was refunded on success; successes refill")
 	})
 }

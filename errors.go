@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,13 +11,15 @@ import (
 // Sentinel errors. A *RetryError wraps them; test with errors.Is.
 var (
 	// ErrInvalidRequest reports a request that cannot be sent at all: a nil
-	// URL, no host, an unsupported scheme, a malformed header. No attempt is
-	// made and the request body is closed.
+	// URL or header, no host, an unsupported scheme, a malformed header. No
+	// attempt is made and the request body is closed.
 	ErrInvalidRequest = errors.New("httpretry: invalid request")
 
-	// ErrInvalidPolicy reports a Policy with nonsense values or a Hosts key
-	// that is not a valid host pattern. Every request through the Transport
-	// fails with it until the configuration is fixed.
+	// ErrInvalidPolicy reports a Policy with nonsense values, a Hosts key
+	// that is not a valid pattern, or a per-request override that breaks
+	// either rule. Every request it applies to fails with it until the
+	// configuration is fixed; (*Transport).Validate reports all of them at
+	// once.
 	ErrInvalidPolicy = errors.New("httpretry: invalid policy")
 
 	// ErrRequestBody reports that reading the request body failed before the
@@ -32,12 +35,14 @@ var (
 	ErrBudgetExhausted = errors.New("httpretry: retry budget exhausted")
 )
 
-// StopReason says why a RoundTrip stopped retrying.
+// StopReason says why a RoundTrip stopped. It is set on the last attempt
+// reported to Transport.OnAttempt, on the Call reported to Transport.OnCall,
+// and on a RetryError.
 type StopReason int
 
-// Why retrying stopped. The zero value, StopNone, means it did not.
+// Why a RoundTrip stopped. The zero value, StopNone, means it has not.
 const (
-	StopNone          StopReason = iota // retrying continues, or the attempt succeeded
+	StopNone          StopReason = iota // retrying continues after this attempt
 	StopSuccess                         // the response was classified a success
 	StopFatal                           // the outcome is not worth retrying (a 404, a certificate error, …)
 	StopAttempts                        // MaxAttempts reached
@@ -48,7 +53,7 @@ const (
 	StopBudget                          // the retry budget refused the retry
 	StopInvalid                         // the request or policy was invalid; nothing was sent
 	StopBreaker                         // the circuit breaker is open
-	StopHedgeLost                       // a hedge answered first; this attempt was cancelled
+	StopRefused                         // Policy.PrepareRetry refused the retry
 )
 
 var stopNames = [...]string{
@@ -63,10 +68,11 @@ var stopNames = [...]string{
 	StopBudget:        "retry budget exhausted",
 	StopInvalid:       "invalid request or policy",
 	StopBreaker:       "circuit breaker open",
-	StopHedgeLost:     "lost to a faster hedge",
+	StopRefused:       "retry refused by PrepareRetry",
 }
 
-// String returns a short lower-case description, as used in logs and errors.
+// String returns a short lower-case description, as used in logs, metrics
+// and errors.
 func (r StopReason) String() string {
 	if r >= 0 && int(r) < len(stopNames) {
 		return stopNames[r]
@@ -76,48 +82,91 @@ func (r StopReason) String() string {
 
 // RetryError is returned by RoundTrip when it ends without a response.
 // errors.Is and errors.As reach the last attempt's error (a *net.OpError,
-// context.Canceled, a TLS certificate error, …) through Unwrap.
+// a TLS certificate error, …) and the cause that ended retrying through
+// Unwrap. Whenever the caller's context ended, errors.Is reports
+// context.Canceled or context.DeadlineExceeded, even when the context was
+// cancelled with a cause of its own. Timeout reports true, as net/http's
+// errors do, when the deadline passed or the last attempt timed out.
 //
 // When RoundTrip does get a response it returns that response, never a
 // RetryError, even when the response is a failure such as a 503.
 type RetryError struct {
 	Attempts   int        // attempts made, including the first; 0 if nothing was sent
-	Err        error      // the last attempt's error, or why nothing could be sent
+	Err        error      // the last attempt's error, or why nothing could be sent; nil after a response
 	LastStatus int        // status code of the last response seen, 0 if none
 	Reason     StopReason // why retrying stopped
 	Cause      error      // what ended retrying, when that is not Err: the context's cause, ErrBudgetExhausted, …
+
+	ctxErr error // context.Canceled or DeadlineExceeded when the caller's context ended
 }
 
 func (e *RetryError) Error() string {
 	var b strings.Builder
 	b.WriteString("httpretry: ")
-	if e.Attempts > 0 {
-		fmt.Fprintf(&b, "%d attempt", e.Attempts)
+	errs := make([]error, 0, 2)
+	for _, err := range [...]error{e.Err, e.Cause} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 && e.ctxErr != nil {
+		errs = append(errs, e.ctxErr)
+	}
+	switch {
+	case e.Attempts == 0 && len(errs) > 0:
+		// Nothing was sent: the error says why.
+	case e.Reason == StopAttempts:
+		fmt.Fprintf(&b, "%d attempts failed", e.Attempts)
+	case e.Attempts == 0:
+		b.WriteString(e.Reason.String())
+	default:
+		fmt.Fprintf(&b, "%s after %d attempt", e.Reason, e.Attempts)
 		if e.Attempts > 1 {
 			b.WriteByte('s')
 		}
-		b.WriteString(", ")
 	}
-	b.WriteString(e.Reason.String())
 	if e.LastStatus != 0 {
 		fmt.Fprintf(&b, " (last status %d)", e.LastStatus)
 	}
-	for _, err := range e.Unwrap() {
-		b.WriteString(": ")
+	sep := ": "
+	if e.Attempts == 0 && e.LastStatus == 0 {
+		sep = ""
+	}
+	for _, err := range errs {
+		b.WriteString(sep)
 		b.WriteString(strings.TrimPrefix(err.Error(), "httpretry: "))
+		sep = ": "
 	}
 	return b.String()
 }
 
-// Unwrap returns Err and Cause, whichever are set.
+// Unwrap returns Err and Cause, whichever are set, and the caller's context
+// error when the context ended.
 func (e *RetryError) Unwrap() []error {
-	switch {
-	case e.Err != nil && e.Cause != nil && e.Cause != e.Err:
-		return []error{e.Err, e.Cause}
-	case e.Err != nil:
-		return []error{e.Err}
-	case e.Cause != nil:
-		return []error{e.Cause}
+	errs := make([]error, 0, 3)
+	for _, err := range [...]error{e.Err, e.Cause, e.ctxErr} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return nil
+	return errs
+}
+
+// Timeout reports whether the call ended because time ran out: the caller's
+// deadline passed or would have passed during the next wait, or the last
+// attempt timed out. It makes url.Error.Timeout and os.IsTimeout answer as
+// they do without the Transport.
+func (e *RetryError) Timeout() bool {
+	if e.Reason == StopDeadline || errors.Is(e.ctxErr, context.DeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
+// contextEnded records that the caller's context ctx ended, so that
+// errors.Is reports ctx.Err() whatever cause the context was given.
+func (e *RetryError) contextEnded(ctx context.Context) *RetryError {
+	e.ctxErr = ctx.Err()
+	return e
 }

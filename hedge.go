@@ -2,8 +2,9 @@ package httpretry
 
 import (
 	"context"
-	"errors"
 	"io"
+	"net/http"
+	"slices"
 	"time"
 )
 
@@ -15,123 +16,166 @@ import (
 // or keyed requests, with a replayable body). Every hedge carries the same
 // idempotency key and its own body, counts toward MaxAttempts, and is
 // charged to the retry budget and admitted by the breaker like a retry.
+//
+// The zero value sends no hedges. In Hosts and WithPolicy, a zero
+// HedgePolicy inherits and a non-zero one replaces the inherited one as a
+// whole.
 type HedgePolicy struct {
 	// Delay is how long an attempt may go unanswered before a hedge is
-	// sent. 0 disables hedging.
+	// sent. 0 means no hedging. A negative value is invalid.
 	Delay time.Duration
 
 	// MaxHedges is the most attempts sent alongside the first of a round.
-	// 0 means 1.
+	// 0 means 1. It is bounded by MaxAttempts − 1. A negative value is
+	// invalid.
 	MaxHedges int
-}
 
-// ErrHedgeLost is the error reported to OnAttempt and the Logger for an
-// attempt cancelled because a hedge answered first.
-var ErrHedgeLost = errors.New("httpretry: cancelled, another hedge answered first")
+	// Disabled means no hedging, even where the policy would inherit it.
+	Disabled bool
+}
 
 // hedging reports whether this call sends hedges.
-func (c *call) hedging() bool {
-	return c.p.hedgeDelay > 0 && c.body.replayable() && (c.key != "" || c.p.replayable(c.req))
+func (c *callState) hedging() bool {
+	return c.p.hedgeDelay > 0 && c.sent < c.p.maxAttempts-1 && c.body.replayable() &&
+		(c.key != "" || c.p.replayable(c.req))
 }
 
-// sendHedged runs one round of hedged attempts, starting with attempt n+1
-// and body rc. It returns the round's outcome and the number of attempts
-// launched so far. The outcome is the first acceptable answer, or, when
-// every attempt of the round failed in a way worth retrying, the last
-// failure. Cancelled attempts are reaped in the background, where their
-// bodies are closed; they end as soon as Base honours the cancellation.
-func (c *call) sendHedged(ctx context.Context, n int, rc io.ReadCloser) (outcome, int) {
-	limit := min(n+1+c.p.maxHedges, c.p.maxAttempts)
-	results := make(chan outcome, limit-n)
-	var inflight []outcome // launched, not yet answered
-	base, p := c.t.base, c.p
-	launch := func(o outcome) {
-		inflight = append(inflight, o)
+// result is what Base returned for a hedged attempt.
+type result struct {
+	a     *attempt
+	resp  *http.Response
+	err   error
+	fired bool // the attempt's timeout had fired when Base returned
+}
+
+// sendHedged runs one round of hedged attempts, starting with body rc. It
+// returns the attempt that stands for the round: the first acceptable
+// answer, or, when every attempt of the round failed in a way worth
+// retrying, the last failure; the others are reported here. Cancelled
+// attempts are reaped in the background, where their bodies are closed;
+// they end as soon as Base honours the cancellation.
+func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt, error) {
+	limit := min(c.sent+1+c.p.maxHedges, c.p.maxAttempts)
+	results := make(chan result, limit-c.sent)
+	var inflight []*attempt // launched, not yet answered
+	base := c.t.base
+	launch := func(a *attempt) {
+		inflight = append(inflight, a)
 		go func() {
-			o.resp, o.err = base.RoundTrip(o.areq)
-			finish(ctx, p, &o)
-			results <- o
+			resp, err := base.RoundTrip(a.Request)
+			results <- result{a, resp, err, a.timer != nil && !a.timer.Stop()}
 		}()
 	}
-	n++
-	first, ok := c.prepare(ctx, n, rc, true)
-	if !ok {
-		return first, n // the breaker refused
+	first := new(attempt) // shared with the goroutine that sends it
+	if err := c.prepare(ctx, rc, first, true, false); err != nil {
+		return nil, err
 	}
 	launch(first)
 	timer := time.NewTimer(c.p.hedgeDelay)
 	defer timer.Stop()
 	for {
 		select {
-		case o := <-results:
-			inflight = removeAttempt(inflight, o.n)
-			if len(inflight) == 0 || !o.class.retryable() {
+		case r := <-results:
+			a := r.a
+			inflight = slices.DeleteFunc(inflight, func(x *attempt) bool { return x == a })
+			a.settle(r.resp, r.err, r.fired)
+			c.classify(a)
+			c.record(ctx, a)
+			if len(inflight) == 0 || !a.Class.retryable() {
 				c.abandon(ctx, inflight, results, nil)
-				return o, n
+				return a, nil
 			}
-			// Others are still out: this failure is discarded, the round goes on.
-			discard(o.resp)
-			o.done.cancel()
+			// Others are still out: this failure is reported and discarded,
+			// and the round goes on.
+			c.observe(ctx, &a.Attempt)
+			discard(a.Response)
+			a.end()
 		case <-timer.C:
-			if n >= limit || (c.budget != nil && !c.budget.AllowRetry(time.Now(), false)) {
+			if c.sent >= limit || ctx.Err() != nil {
 				continue
 			}
-			body, err := c.body.next(n + 1)
+			c.ensureState()
+			if !c.reserve(false) {
+				continue
+			}
+			body, err := c.body.next(c.sent + 1)
 			if err != nil {
+				c.unreserve()
 				continue
 			}
-			o, ok := c.prepare(ctx, n+1, body, true)
-			if !ok {
+			h := new(attempt)
+			if err := c.prepare(ctx, body, h, true, true); err != nil {
+				c.unreserve()
 				continue // the breaker refused the hedge; the round goes on without it
 			}
-			n++
-			launch(o)
+			c.hedges++
+			launch(h)
 			timer.Reset(c.p.hedgeDelay)
 		case <-ctx.Done():
 			// The newest attempt stands for the round in RoundTrip's own
 			// report; the others are reported here.
 			last := inflight[len(inflight)-1]
-			c.abandon(ctx, inflight[:len(inflight)-1], results, context.Cause(ctx))
-			last.done.lose()
-			go reap(results, 1)
-			return outcome{n: last.n, areq: last.areq, err: context.Cause(ctx), class: ClassFatal}, n
+			stand := &attempt{Attempt: c.cut(last, ctx)}
+			c.abandon(ctx, inflight, results, ctx)
+			c.lastErr = stand.Err
+			return stand, nil
 		}
 	}
 }
 
-// abandon cancels the attempts still in flight, reports each, and closes
-// their bodies in the background once Base returns. A nil cause means a
-// hedge answered first; otherwise the caller's context ended with cause.
-func (c *call) abandon(ctx context.Context, inflight []outcome, results <-chan outcome, cause error) {
-	for _, o := range inflight {
-		o.done.lose()
-		a := Attempt{Request: o.areq, N: o.n, Err: ErrHedgeLost, Stop: StopHedgeLost}
-		if cause != nil {
-			a.Err, a.Class, a.Stop = cause, ClassFatal, StopContext
+// ensureState creates the host's state, which a hedge is charged to.
+func (c *callState) ensureState() {
+	if c.state == nil && c.p.stateful() {
+		c.state = c.t.states.create(c.h, c.p, time.Now())
+		if c.state.budget != nil {
+			c.state.budget.Begin()
 		}
-		c.t.observe(ctx, &a, c.budget)
+	}
+}
+
+// cut describes attempt a, still in flight, as ended by ctx.
+func (c *callState) cut(a *attempt, ctx context.Context) Attempt {
+	r := Attempt{Host: a.Host, N: a.N, Request: a.Request, Hedge: a.Hedge, Err: context.Cause(ctx), Class: ClassFatal}
+	if !a.start.IsZero() {
+		r.Duration = time.Since(a.start)
+	}
+	return r
+}
+
+// abandon cancels the attempts still in flight and reports each: as lost
+// to a faster attempt, or, when ctx is the caller's ended context, as cut
+// short by it (except the newest, which stands for the round). Their
+// bodies are closed in the background once Base returns.
+func (c *callState) abandon(ctx context.Context, inflight []*attempt, results <-chan result, ended context.Context) {
+	for i, a := range inflight {
+		a.lose()
+		if ended != nil && i == len(inflight)-1 {
+			continue
+		}
+		r := c.cut(a, ctx)
+		r.Class = ClassDefault
+		r.Err, r.Lost = errLost, true
+		if ended != nil {
+			r.Err, r.Class, r.Lost = context.Cause(ended), ClassFatal, false
+		}
+		c.observe(ctx, &r)
 	}
 	if len(inflight) > 0 {
 		go reap(results, len(inflight))
 	}
 }
 
-// reap waits for the answers of pending cancelled attempts and closes their
-// bodies.
-func reap(results <-chan outcome, pending int) {
+// reap waits for the answers of pending cancelled attempts, closes their
+// bodies and tells the breaker they do not count.
+func reap(results <-chan result, pending int) {
 	for range pending {
-		o := <-results
-		if o.resp != nil {
-			closeReader(o.resp.Body)
+		r := <-results
+		if r.resp != nil {
+			closeBody(r.resp.Body)
 		}
-	}
-}
-
-func removeAttempt(list []outcome, n int) []outcome {
-	for i, o := range list {
-		if o.n == n {
-			return append(list[:i], list[i+1:]...)
+		if r.a.breakDone != nil {
+			r.a.breakDone(errBreakerExcluded)
 		}
+		r.a.end()
 	}
-	return list
 }

@@ -1,7 +1,10 @@
 package httpretry_test
 
 import (
+	"context"
 	"io"
+	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -62,7 +65,7 @@ func TestHedgeWinnerAndLoser(t *testing.T) {
 		tr := &httpretry.Transport{Base: base,
 			Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}},
 			OnAttempt: func(a httpretry.Attempt) {
-				if a.Stop == httpretry.StopHedgeLost {
+				if a.Lost {
 					lost = append(lost, a.N)
 				}
 			}}
@@ -146,7 +149,7 @@ func TestHedgesAreChargedToTheBudget(t *testing.T) {
 		base := &slowBase{latency: []time.Duration{10 * time.Second}, codes: []int{200}}
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Hedge: httpretry.HedgePolicy{Delay: time.Second, MaxHedges: 3},
-			NewBudget: func() httpretry.Budget {
+			NewBudget: func(string) httpretry.Budget {
 				return httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 5})
 			},
 		}}
@@ -180,3 +183,66 @@ func TestHedgeCallerCancels(t *testing.T) {
 		}
 	})
 }
+
+// TestHugeMaxHedges: MaxHedges is bounded by MaxAttempts − 1, so any value
+// is safe.
+func TestHugeMaxHedges(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: []time.Duration{10 * time.Second}, codes: []int{200}}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			NewBudget: httpretry.NoBudget,
+			Hedge:     httpretry.HedgePolicy{Delay: time.Second, MaxHedges: math.MaxInt},
+		}}
+		require.NoError(t, tr.Validate())
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		assert.Len(t, base.seen, 4, "the first attempt and MaxAttempts − 1 hedges")
+	})
+}
+
+// TestEveryHedgedAttemptIsReported: an attempt that fails while another of
+// its round is still in flight is reported too: one OnAttempt call and one
+// log record per attempt Base saw.
+func TestEveryHedgedAttemptIsReported(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// Attempt 1 answers 503 at 3 s while attempt 2 (a hedge sent at 1 s)
+		// is still out; attempt 2 answers 200 at 3.5 s.
+		base := &slowBase{latency: []time.Duration{3 * time.Second, 2500 * time.Millisecond}, codes: []int{503, 200}}
+		var got []httpretry.Attempt
+		var records int
+		tr := &httpretry.Transport{Base: base,
+			Policy:    httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}},
+			OnAttempt: func(a httpretry.Attempt) { got = append(got, a) },
+			Logger:    slog.New(countHandler{&records}),
+		}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		require.Len(t, base.seen, 2)
+		require.Len(t, got, 2, "one report per attempt Base saw")
+		assert.Equal(t, 2, records)
+		assert.Equal(t, 1, got[0].N)
+		assert.Equal(t, 503, got[0].Response.StatusCode)
+		assert.False(t, got[0].Retry)
+		assert.Equal(t, httpretry.StopNone, got[0].Stop, "the round went on")
+		assert.Equal(t, 2, got[1].N)
+		assert.True(t, got[1].Hedge)
+		assert.Equal(t, httpretry.StopSuccess, got[1].Stop)
+		for i, b := range base.bodies {
+			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
+		}
+	})
+}
+
+// countHandler counts the records it is given, at every level.
+type countHandler struct{ n *int }
+
+func (h countHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (h countHandler) Handle(context.Context, slog.Record) error { *h.n++; return nil }
+func (h countHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h countHandler) WithGroup(string) slog.Handler             { return h }

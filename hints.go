@@ -8,7 +8,8 @@ import (
 )
 
 // HintPolicy configures the server hints a Transport reads from responses,
-// beyond Retry-After.
+// beyond Retry-After. In Hosts and WithPolicy, a zero HintPolicy inherits
+// and a non-zero one replaces the inherited one as a whole.
 //
 // Precedence. Whether to retry: Policy.Classify, then the should-retry
 // header, then the built-in classification. When to retry: Retry-After,
@@ -68,28 +69,28 @@ func (h *HintPolicy) shouldRetry(resp *http.Response) Class {
 
 // serverDelay returns the wait the response asks for and where it comes
 // from, following the precedence documented on HintPolicy.
-func (h *HintPolicy) serverDelay(resp *http.Response, now time.Time) (time.Duration, string, bool) {
+func (h *HintPolicy) serverDelay(resp *http.Response, now time.Time) (time.Duration, DelaySource, bool) {
 	if resp == nil {
-		return 0, "", false
+		return 0, DelayNone, false
 	}
 	if d, ok := retryAfter(resp, now); ok {
-		return d, "retry-after", true
+		return d, DelayRetryAfter, true
 	}
 	if !h.IgnoreRateLimit {
 		if vs := resp.Header.Values("RateLimit"); len(vs) > 0 {
 			if d, ok := parseRateLimit(strings.Join(vs, ",")); ok {
-				return d, "ratelimit", true
+				return d, DelayRateLimit, true
 			}
 		}
 	}
 	if h.ResetHeader != "" {
 		if vs := resp.Header.Values(h.ResetHeader); len(vs) == 1 {
 			if d, ok := parseReset(vs[0], h.ResetFormat, now); ok {
-				return d, "ratelimit-reset", true
+				return d, DelayResetHeader, true
 			}
 		}
 	}
-	return 0, "", false
+	return 0, DelayNone, false
 }
 
 // parseRateLimit reads the wait from a RateLimit field value

@@ -59,7 +59,7 @@ func TestServerHints(t *testing.T) {
 				var sources []string
 				tr := &httpretry.Transport{Base: fake,
 					Policy:    httpretry.Policy{Backoff: backoff.Constant(b), Hints: tc.hints},
-					OnAttempt: func(a httpretry.Attempt) { sources = append(sources, a.DelaySource) }}
+					OnAttempt: func(a httpretry.Attempt) { sources = append(sources, a.DelaySource.String()) }}
 				req, _ := http.NewRequestWithContext(t.Context(), tc.method, site, strings.NewReader("x"))
 				start := time.Now()
 				resp, err := tr.RoundTrip(req)

@@ -11,81 +11,242 @@ import (
 	"strings"
 )
 
-// hostTable selects the policy for a request's host. Lookup order, most
-// specific first: an exact "host:port" key; an exact "host" key; the
-// "*.suffix" key with the longest suffix, a key with a port before one
-// without; Transport.Policy.
+// hostPort is a host and port as the Transport keys them: lower-case, IPv6
+// without brackets, the scheme's default port filled in. Hosts lookups and
+// per-host state both use it.
+type hostPort struct{ host, port string }
+
+// hostOf returns u's hostPort. It does not allocate unless the host has
+// upper-case letters.
+func hostOf(u *url.URL) hostPort {
+	port := u.Port()
+	if port == "" {
+		port = defaultPort(u.Scheme)
+	}
+	return hostPort{strings.ToLower(u.Hostname()), port}
+}
+
+// String returns "host:port", or "host" for a scheme without a default
+// port.
+func (h hostPort) String() string {
+	if h.port == "" {
+		return h.host
+	}
+	return net.JoinHostPort(h.host, h.port)
+}
+
+func defaultPort(scheme string) string {
+	switch strings.ToLower(scheme) {
+	case "https":
+		return "443"
+	case "http":
+		return "80"
+	}
+	return ""
+}
+
+// hostTable selects the policy for a request. A request's host picks a
+// host pattern, most specific first: an exact "host:port"; an exact "host";
+// the "*.suffix" with the longest suffix, one with a port before one
+// without. The first pattern with a key that matches the request's path
+// wins, and within it the longest path prefix. Transport.Policy applies
+// when none does.
 type hostTable struct {
-	exact    map[string]*policy // "host" and "host:port", lower-case, IPv6 without brackets for "host"
-	wild     []wildcard         // longest suffix first
 	fallback *policy
-	err      error
+	exact    map[hostPort]*pattern // port "" for a key without one
+	wild     []*pattern            // most specific first
+	err      error                 // every configuration error, joined
 }
 
-type wildcard struct {
-	suffix string // ".example.com"
-	port   string // "" for any port
-	p      *policy
+// pattern holds the keys of one host pattern.
+type pattern struct {
+	suffix   string  // ".example.com" for a wildcard
+	port     string  // "" for any port
+	hostOnly *policy // the key without a path, nil if none
+	paths    []*path // longest prefix first
 }
 
+// path is a key with a path prefix. It inherits from the host's policy,
+// which depends on the request's host and port, so it is compiled once for
+// each policy that can be its parent.
+type path struct {
+	prefix string // "/v1/search": no trailing slash
+	under  map[*policy]*policy
+}
+
+// matches reports whether the request path p is prefix or lies below it.
+func (r *path) matches(p string) bool {
+	return strings.HasPrefix(p, r.prefix) && (len(p) == len(r.prefix) || p[len(r.prefix)] == '/')
+}
+
+// compileHosts builds the table for Transport.Policy def and Hosts, and
+// collects every error.
 func compileHosts(def Policy, hosts map[string]Policy) *hostTable {
 	t := &hostTable{}
-	var errs []error
-	var err error
-	if t.fallback, err = compilePolicy("", def); err != nil {
+	errs := def.check(fieldPath(""))
+	if err := def.checkMerged(fieldPath("")); err != nil {
 		errs = append(errs, err)
 	}
+	t.fallback = compile(def)
+	parents := []*policy{t.fallback}
+
+	type pathKey struct {
+		key string
+		r   *path
+		pol Policy
+	}
+	var pathKeys []pathKey
 	for _, key := range slices.Sorted(maps.Keys(hosts)) {
-		p, err := compilePolicy(key, hosts[key])
+		raw := hosts[key]
+		where := fieldPath(key)
+		pat, prefix, err := t.patternOf(key)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, invalidf(where, "%v", err))
 			continue
 		}
-		if err := t.add(key, p); err != nil {
+		fieldErrs := raw.check(where)
+		if prefix != "" {
+			for _, name := range perHostFields {
+				if !fieldIsZero(&raw, name) {
+					fieldErrs = append(fieldErrs, invalidf(where+"."+name, "is per host: set it on the key without the path"))
+				}
+			}
+		}
+		errs = append(errs, fieldErrs...)
+		if len(fieldErrs) > 0 {
+			continue
+		}
+		if prefix != "" {
+			r := &path{prefix: prefix}
+			pat.paths = append(pat.paths, r)
+			pathKeys = append(pathKeys, pathKey{key, r, raw})
+			continue
+		}
+		merged := raw.inherit(def)
+		if err := merged.checkMerged(where); err != nil && def.checkMerged("") == nil {
 			errs = append(errs, err)
 		}
+		pat.hostOnly = compile(merged)
+		parents = append(parents, pat.hostOnly)
 	}
-	slices.SortStableFunc(t.wild, func(a, b wildcard) int {
+	for _, k := range pathKeys {
+		k.r.under = make(map[*policy]*policy, len(parents))
+		for _, parent := range parents {
+			merged := k.pol.inherit(parent.src)
+			if err := merged.checkMerged(fieldPath(k.key)); err != nil && parent.src.checkMerged("") == nil {
+				errs = append(errs, err)
+			}
+			k.r.under[parent] = compile(merged)
+		}
+	}
+	for _, pat := range t.allPatterns() {
+		slices.SortStableFunc(pat.paths, func(a, b *path) int { return len(b.prefix) - len(a.prefix) })
+	}
+	slices.SortStableFunc(t.wild, func(a, b *pattern) int {
 		if d := len(b.suffix) - len(a.suffix); d != 0 {
 			return d
 		}
 		return len(b.port) - len(a.port)
 	})
-	t.err = errors.Join(errs...)
+	if len(errs) > 0 {
+		t.err = joinUnique(errs)
+	}
 	return t
 }
 
-func (t *hostTable) add(key string, p *policy) error {
-	host, port, err := splitPattern(key)
-	if err != nil {
-		return fmt.Errorf("%w: Hosts[%q]: %v", ErrInvalidPolicy, key, err)
+func fieldIsZero(p *Policy, name string) bool {
+	switch name {
+	case "NewBudget":
+		return p.NewBudget == nil
+	case "Breaker":
+		return p.Breaker == (BreakerPolicy{})
 	}
-	if suffix, ok := strings.CutPrefix(host, "*"); ok {
-		t.wild = append(t.wild, wildcard{suffix: suffix, port: port, p: p})
-		return nil
-	}
-	if t.exact == nil {
-		t.exact = make(map[string]*policy)
-	}
-	k := host
-	if port != "" {
-		k = net.JoinHostPort(host, port)
-	}
-	if _, dup := t.exact[k]; dup {
-		return fmt.Errorf("%w: Hosts[%q]: same host as another key", ErrInvalidPolicy, key)
-	}
-	t.exact[k] = p
-	return nil
+	panic("httpretry: unknown per-host field " + name)
 }
 
-// splitPattern validates a Hosts key and returns its lower-case host (with
-// a leading "*" for a wildcard, IPv6 without brackets) and port.
+// pattern returns the pattern for host and port, creating it.
+func (t *hostTable) pattern(host, port string) *pattern {
+	if suffix, ok := strings.CutPrefix(host, "*"); ok {
+		for _, w := range t.wild {
+			if w.suffix == suffix && w.port == port {
+				return w
+			}
+		}
+		w := &pattern{suffix: suffix, port: port}
+		t.wild = append(t.wild, w)
+		return w
+	}
+	if t.exact == nil {
+		t.exact = make(map[hostPort]*pattern)
+	}
+	k := hostPort{host, port}
+	if p, ok := t.exact[k]; ok {
+		return p
+	}
+	p := &pattern{port: port}
+	t.exact[k] = p
+	return p
+}
+
+// patternOf parses a Hosts key and returns its pattern, created if new, and
+// its path prefix. It reports a key that repeats another.
+func (t *hostTable) patternOf(key string) (*pattern, string, error) {
+	hostPart, prefix, err := splitKey(key)
+	if err != nil {
+		return nil, "", err
+	}
+	host, port, err := splitPattern(hostPart)
+	if err != nil {
+		return nil, "", err
+	}
+	pat := t.pattern(host, port)
+	switch {
+	case prefix == "" && pat.hostOnly != nil,
+		prefix != "" && slices.ContainsFunc(pat.paths, func(r *path) bool { return r.prefix == prefix }):
+		return nil, "", errors.New("same host and path as another key")
+	}
+	return pat, prefix, nil
+}
+
+func (t *hostTable) allPatterns() []*pattern {
+	all := slices.Collect(maps.Values(t.exact))
+	return append(all, t.wild...)
+}
+
+var errNotURL = errors.New(`a key is "host", "host:port" or "*.suffix", optionally followed by a path prefix such as "/v1/search", not a URL`)
+
+// splitKey splits a Hosts key into its host pattern and its path prefix
+// ("" for none), checking the prefix.
+func splitKey(key string) (host, prefix string, err error) {
+	if strings.Contains(key, "://") {
+		return "", "", errNotURL
+	}
+	host, prefix, found := strings.Cut(key, "/")
+	if !found {
+		return host, "", nil
+	}
+	prefix = "/" + prefix
+	switch {
+	case strings.ContainsAny(prefix, "?#% \t"):
+		return "", "", errors.New("a path prefix has no query, fragment, escapes or spaces")
+	case strings.Contains(prefix, "//") || strings.Contains(prefix+"/", "/./") || strings.Contains(prefix+"/", "/../"):
+		return "", "", errors.New("a path prefix must be clean: no empty, . or .. segments")
+	}
+	prefix = strings.TrimSuffix(prefix, "/")
+	if prefix == "" {
+		return "", "", errors.New(`a path prefix of "/" matches every path: use the host alone`)
+	}
+	return host, prefix, nil
+}
+
+// splitPattern validates a host pattern and returns its lower-case host
+// (with a leading "*" for a wildcard, IPv6 without brackets) and port.
 func splitPattern(key string) (host, port string, err error) {
 	if key == "" {
 		return "", "", errors.New("empty host pattern")
 	}
-	if strings.ContainsAny(key, "/?#@ \t") {
-		return "", "", errors.New(`a host pattern is "host", "host:port" or "*.suffix", not a URL`)
+	if strings.ContainsAny(key, "?#@ \t") {
+		return "", "", errNotURL
 	}
 	host = strings.ToLower(key)
 	if strings.HasPrefix(host, "[") || strings.Count(host, ":") == 1 {
@@ -118,42 +279,51 @@ func splitPattern(key string) (host, port string, err error) {
 	return host, port, nil
 }
 
-// lookup returns the policy for u's host.
-func (t *hostTable) lookup(u *url.URL) *policy {
-	if len(t.exact) == 0 && len(t.wild) == 0 {
+// lookup returns the policy for a request to h with URL path p. Its
+// per-host settings are those of the host's key without a path.
+func (t *hostTable) lookup(h hostPort, p string) *policy {
+	if t.exact == nil && t.wild == nil {
 		return t.fallback
 	}
-	hostport := strings.ToLower(u.Host)
-	host, port := hostport, ""
-	if h, p, err := net.SplitHostPort(hostport); err == nil {
-		host, port = h, p
-	} else {
-		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-		port = defaultPort(u.Scheme)
-		hostport = net.JoinHostPort(host, port)
+	if p == "" {
+		p = "/"
 	}
-	if len(t.exact) > 0 {
-		if p, ok := t.exact[hostport]; ok {
-			return p
+	var sel *path
+	// visit returns the policy once the pattern pat settles it.
+	visit := func(pat *pattern) *policy {
+		if sel == nil {
+			if i := slices.IndexFunc(pat.paths, func(r *path) bool { return r.matches(p) }); i >= 0 {
+				sel = pat.paths[i]
+			} else if pat.hostOnly != nil {
+				return pat.hostOnly
+			}
 		}
-		if p, ok := t.exact[host]; ok {
-			return p
+		if sel != nil && pat.hostOnly != nil {
+			return sel.under[pat.hostOnly]
+		}
+		return nil
+	}
+	if t.exact != nil {
+		if pat, ok := t.exact[h]; ok {
+			if pol := visit(pat); pol != nil {
+				return pol
+			}
+		}
+		if pat, ok := t.exact[hostPort{h.host, ""}]; ok {
+			if pol := visit(pat); pol != nil {
+				return pol
+			}
 		}
 	}
 	for _, w := range t.wild {
-		if strings.HasSuffix(host, w.suffix) && (w.port == "" || w.port == port) {
-			return w.p
+		if strings.HasSuffix(h.host, w.suffix) && (w.port == "" || w.port == h.port) {
+			if pol := visit(w); pol != nil {
+				return pol
+			}
 		}
 	}
-	return t.fallback
-}
-
-func defaultPort(scheme string) string {
-	switch strings.ToLower(scheme) {
-	case "https":
-		return "443"
-	case "http":
-		return "80"
+	if sel != nil {
+		return sel.under[t.fallback]
 	}
-	return ""
+	return t.fallback
 }

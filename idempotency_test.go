@@ -102,6 +102,7 @@ func TestBadKeyGenerator(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, site, body)
 		_, err := tr.RoundTrip(req)
 		assert.ErrorContains(t, err, "Keys.New")
+		assert.ErrorIs(t, err, httpretry.ErrInvalidPolicy, "a generator that returns no key is a configuration error")
 		assert.Empty(t, fake.attempts())
 		assert.EqualValues(t, 1, body.closed.Load())
 
@@ -125,4 +126,54 @@ func TestAttemptHeader(t *testing.T) {
 		}
 		assert.Empty(t, req.Header)
 	})
+}
+
+// TestCustomKeyHeaderCountsEverywhere: a request carrying the key under
+// the configured Keys.Header is keyed for every rule, a 409 being
+// transient included.
+func TestCustomKeyHeaderCountsEverywhere(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFake(t, status(409), status(200))
+		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
+			Backoff: backoff.Constant(0),
+			Keys:    httpretry.KeyPolicy{Header: "X-Request-Key"},
+		}}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, site, strings.NewReader("x"))
+		req.Header.Set("X-Request-Key", "caller-key")
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode, "409 on a keyed request is retried")
+		require.Len(t, fake.attempts(), 2)
+		for _, s := range fake.attempts() {
+			assert.Equal(t, "caller-key", s.header.Get("X-Request-Key"))
+			assert.Empty(t, s.header.Get("Idempotency-Key"), "the caller's key is not doubled")
+		}
+	})
+}
+
+// TestAttemptHeaderMustNotBeAKeyHeader: an AttemptHeader that names a key
+// header would overwrite every key with "1", "2", …, so that different
+// POSTs share keys: it is a configuration error.
+func TestAttemptHeaderMustNotBeAKeyHeader(t *testing.T) {
+	t.Parallel()
+	for _, p := range []httpretry.Policy{
+		{AttemptHeader: "Idempotency-Key"},
+		{AttemptHeader: "x-idempotency-key"},
+		{AttemptHeader: "X-Key", Keys: httpretry.KeyPolicy{Header: "x-key"}},
+	} {
+		fake := newFake(t, status(200))
+		tr := &httpretry.Transport{Base: fake, Policy: p}
+		assert.ErrorIs(t, tr.Validate(), httpretry.ErrInvalidPolicy)
+		assert.ErrorContains(t, tr.Validate(), "Transport.Policy.AttemptHeader")
+		req, _ := http.NewRequest(http.MethodPost, site, strings.NewReader("x"))
+		_, err := tr.RoundTrip(req)
+		assert.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
+		assert.Empty(t, fake.attempts())
+	}
+	// Inherited halves conflict too: the entry that combines them is named.
+	tr := &httpretry.Transport{Policy: httpretry.Policy{AttemptHeader: "X-Key"},
+		Hosts: map[string]httpretry.Policy{"api.example.com": {Keys: httpretry.KeyPolicy{Header: "X-Key"}}}}
+	assert.ErrorContains(t, tr.Validate(), `Transport.Hosts["api.example.com"].AttemptHeader`)
 }

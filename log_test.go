@@ -3,9 +3,12 @@ package httpretry_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 
@@ -83,10 +86,37 @@ func TestOnAttempt(t *testing.T) {
 		assert.Equal(t, 1, got[0].N)
 		assert.True(t, got[0].Retry)
 		assert.Equal(t, httpretry.ClassTransient, got[0].Class)
-		assert.Equal(t, "backoff", got[0].DelaySource)
+		assert.Equal(t, httpretry.DelayBackoff, got[0].DelaySource)
+		assert.Equal(t, "api.example.com:443", got[0].Host)
 		assert.Equal(t, 2, got[1].N)
 		assert.False(t, got[1].Retry)
 		assert.Equal(t, httpretry.StopFatal, got[1].Stop)
 		assert.Equal(t, 404, got[1].Response.StatusCode)
+	})
+}
+
+// TestLogRedactsURLsInErrors: an attempt's error that quotes the request's
+// URL (a Base wrapping an http.Client returns *url.Error) is logged with
+// that URL redacted too.
+func TestLogRedactsURLsInErrors(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		secretURL := "https://alice:hunter2@api.example.com/v1/x?token=sk_live_123#frag"
+		fake := newFake(t,
+			failWith(&url.Error{Op: "Get", URL: secretURL, Err: syscall.ECONNRESET}),
+			failWith(fmt.Errorf("proxy said no to %s and to ftp://bob:pw@files.example.com/a?b=c: %w", secretURL, syscall.ECONNRESET)),
+			status(200))
+		tr := &httpretry.Transport{Base: fake, Logger: logger, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		out := buf.String()
+		for _, secret := range []string{"alice", "hunter2", "sk_live_123", "token=", "bob", "pw@", "b=c", "frag"} {
+			assert.NotContains(t, out, secret)
+		}
+		assert.Contains(t, out, "https://api.example.com/v1/x?[redacted]")
+		assert.Contains(t, out, "ftp://files.example.com/a?[redacted]")
 	})
 }

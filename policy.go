@@ -1,12 +1,11 @@
 package httpretry
 
 import (
-	"fmt"
+	"cmp"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/seedhq/httpretry/backoff"
 )
@@ -14,11 +13,15 @@ import (
 // Policy says when and how to retry. The zero Policy is the default policy:
 // 4 attempts, exponential full-jitter backoff from 100 ms capped at 3 s,
 // Retry-After obeyed up to 60 s, bodies without GetBody buffered up to 1 MiB,
-// an Idempotency-Key on POST and PUT. Defaults are resolved when the policy
-// is used; the fields are never written.
+// an Idempotency-Key on POST and PUT, a retry budget per host.
+//
+// A Policy is never written to: defaults are resolved when it is used, so
+// one value can be shared. In Transport.Hosts and in WithPolicy a field left
+// zero inherits (see Transport.Hosts); the sub-policies (Keys, Breaker,
+// Hedge, Hints) are inherited or replaced as a whole.
 type Policy struct {
-	// MaxAttempts counts tries including the first. 0 means 4; 1 disables
-	// retries. A negative value is invalid.
+	// MaxAttempts counts tries including the first, hedges included. 0
+	// means 4; 1 disables retries. A negative value is invalid.
 	MaxAttempts int
 
 	// Backoff computes the wait before each retry. Nil means
@@ -30,12 +33,15 @@ type Policy struct {
 	// its response header arrives. The attempt's context then lives until
 	// the response body is closed, so a slow body still streams in full. It
 	// never shortens the caller's context. An attempt that times out is
-	// retried like any transient failure. 0 means no per-attempt limit.
+	// retried like any transient failure. 0 means no per-attempt limit (or
+	// the inherited one, in Hosts and WithPolicy); a negative value means no
+	// limit, overriding an inherited one.
 	AttemptTimeout time.Duration
 
 	// MaxRetryAfter is the longest server-requested wait obeyed. A response
 	// asking for more (Retry-After or a rate-limit hint) ends retrying and is
-	// returned to the caller at once. 0 means 60 s.
+	// returned to the caller at once. 0 means 60 s. A negative value is
+	// invalid.
 	MaxRetryAfter time.Duration
 
 	// MaxReplayBytes limits how much of a request body without GetBody is
@@ -52,36 +58,41 @@ type Policy struct {
 	// at once (hedged attempts included).
 	Classify func(req *http.Request, resp *http.Response, err error) Class
 
+	// PrepareRetry, if non-nil, is called before each retry is sent, after
+	// the wait, with the attempt that failed and the request of the next
+	// one: a clone of the caller's request that the function may edit (set
+	// or delete headers, such as a refreshed Authorization after a 401 that
+	// Classify made transient). The caller's request is never touched.
+	// prev.Response's body has already been drained and closed: do not
+	// read it. Returning an error sends no retry: the call ends with the
+	// failure in hand (StopRefused), and the error is wrapped in the
+	// RetryError when there is no response to return. Nil means retries are
+	// sent as they are. It runs on the RoundTrip goroutine.
+	PrepareRetry func(prev Attempt, next *http.Request) error
+
 	// Keys configures the Idempotency-Key header that makes retrying a POST
 	// or PUT safe. The zero value adds a bare UUIDv4 to POST and PUT.
 	Keys KeyPolicy
 
 	// AttemptHeader, if set, names a request header that carries the attempt
 	// number (1 for the first) on every attempt, so a server can see retries
-	// and shed them first (like Envoy's x-envoy-attempt-count). "" means no
-	// such header.
+	// and shed them first (like Envoy's x-envoy-attempt-count). It must not
+	// name an idempotency-key header. "" means no such header.
 	AttemptHeader string
 
-	// NewBudget creates the retry budget of one host; the Transport calls it
-	// once for each host it sends to under this policy, keyed by
-	// "host:port" with the scheme's default port folded away (https://h,
-	// https://h:443 and http://h share one), so one failing host never
-	// spends another's budget. Nil means DefaultBudget, a
-	// token bucket that is invisible while failures are rare and stops
-	// retries under sustained failure. NoBudget turns budgeting off.
-	NewBudget func() Budget
+	// NewBudget creates the retry budget of one host: the Transport calls it
+	// with the host's key ("host:port", as Attempt.Host) when it first needs
+	// per-host state for that host, so one failing host never spends
+	// another's budget. Nil means DefaultBudget, a token bucket that is
+	// invisible while failures are rare and stops retries under sustained
+	// failure; NoBudget turns budgeting off. It is a per-host setting: a
+	// path key in Hosts and WithPolicy cannot change it.
+	NewBudget func(host string) Budget
 
-	// Breaker, if non-nil, puts a circuit breaker in front of each host
-	// ("host:port"), built from these settings with sony/gobreaker. It is
-	// consulted before every attempt; while it is open, RoundTrip fails fast
-	// with an error that errors.Is ErrCircuitOpen: no attempt, no wait, no
-	// budget charge. Transient and not-processed failures and fatal errors
-	// without a response count as failures; any response the server meant
-	// to send counts as a success; the caller's cancellation is not counted.
-	// Name defaults to the host; IsSuccessful is replaced by those rules and
-	// IsExcluded is kept. OnStateChange runs under the breaker's lock: it
-	// must not block or call back into the Transport. Nil means no breaker.
-	Breaker *gobreaker.Settings
+	// Breaker configures a circuit breaker per host. The zero value means
+	// none. It is a per-host setting: a path key in Hosts and WithPolicy
+	// cannot change it.
+	Breaker BreakerPolicy
 
 	// Hedge configures hedged attempts for requests that are safe to send
 	// twice. The zero value sends none.
@@ -93,30 +104,6 @@ type Policy struct {
 	Hints HintPolicy
 }
 
-// KeyPolicy configures idempotency keys. A key is generated once per
-// RoundTrip and sent, unchanged, on every attempt; a key the caller set is
-// never replaced.
-type KeyPolicy struct {
-	// Disabled turns key injection off. Requests that carry a key of their
-	// own are still treated as replayable.
-	Disabled bool
-
-	// Methods lists the methods that get a key. Nil means POST and PUT.
-	Methods []string
-
-	// Header names the header. "" means Idempotency-Key. Requests carrying
-	// this header, Idempotency-Key or X-Idempotency-Key count as keyed.
-	Header string
-
-	// New returns a fresh key. Nil means a random UUIDv4. It is called from
-	// many goroutines at once.
-	New func() string
-
-	// Quoted sends the key as a structured-field string ("…"), as the IETF
-	// draft specifies, instead of the bare token most APIs expect.
-	Quoted bool
-}
-
 // Defaults applied when a Policy field is zero.
 const (
 	DefaultMaxAttempts    = 4
@@ -124,81 +111,98 @@ const (
 	DefaultMaxReplayBytes = 1 << 20
 )
 
+// perHostFields are the Policy fields that configure per-host state. They
+// are set per host: a path key or a per-request override cannot change
+// them, so that every request to a host shares one budget and one breaker.
+var perHostFields = []string{"NewBudget", "Breaker"}
+
+// inherit returns p with every field it leaves zero taken from parent.
+// Sub-policies are taken as a whole.
+func (p Policy) inherit(parent Policy) Policy {
+	c, pv := reflect.ValueOf(&p).Elem(), reflect.ValueOf(parent)
+	for i := range c.NumField() {
+		if c.Field(i).IsZero() {
+			c.Field(i).Set(pv.Field(i))
+		}
+	}
+	return p
+}
+
+// resolved returns p with the defaults of its scalar settings filled in,
+// as WithPolicy's functions see it.
+func (p Policy) resolved() Policy {
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, DefaultMaxAttempts)
+	if p.Backoff == nil {
+		p.Backoff = backoff.Default()
+	}
+	p.MaxRetryAfter = cmp.Or(p.MaxRetryAfter, DefaultMaxRetryAfter)
+	p.MaxReplayBytes = cmp.Or(p.MaxReplayBytes, DefaultMaxReplayBytes)
+	if p.NewBudget == nil {
+		p.NewBudget = DefaultBudget
+	}
+	return p
+}
+
+// changedPerHost names the first per-host field that p sets differently
+// from base, or returns "".
+func (p *Policy) changedPerHost(base *Policy) string {
+	a, b := reflect.ValueOf(p).Elem(), reflect.ValueOf(base).Elem()
+	for _, name := range perHostFields {
+		x, y := a.FieldByName(name), b.FieldByName(name)
+		same := false
+		if x.Kind() == reflect.Func {
+			same = x.IsNil() == y.IsNil() && (x.IsNil() || x.Pointer() == y.Pointer())
+		} else {
+			same = reflect.DeepEqual(x.Interface(), y.Interface())
+		}
+		if !same {
+			return name
+		}
+	}
+	return ""
+}
+
 // policy is a validated Policy with its defaults resolved.
 type policy struct {
-	pattern        string // the Hosts key it came from, "" for Transport.Policy
+	src            Policy // the Policy it was compiled from, inheritance applied
 	maxAttempts    int
 	backoff        backoff.Strategy
 	attemptTimeout time.Duration
 	maxRetryAfter  time.Duration
 	maxReplay      int64
 	classify       func(*http.Request, *http.Response, error) Class
+	prepareRetry   func(Attempt, *http.Request) error
 	keysOff        bool
 	keyMethods     []string
 	keyHeader      string
 	newKey         func() string
 	quoted         bool
 	attemptHeader  string
-	newBudget      func() Budget
-	breaker        *gobreaker.Settings
-	hedgeDelay     time.Duration
+	newBudget      func(string) Budget
+	breaker        *BreakerPolicy // nil: no breaker
+	hedgeDelay     time.Duration  // 0: no hedging
 	maxHedges      int
 	hints          HintPolicy
 }
 
-func compilePolicy(pattern string, p Policy) (*policy, error) {
-	where := "Transport.Policy"
-	if pattern != "" {
-		where = fmt.Sprintf("Hosts[%q]", pattern)
-	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrInvalidPolicy, where, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case p.MaxAttempts < 0:
-		return nil, bad("MaxAttempts %d is negative", p.MaxAttempts)
-	case p.Hedge.Delay < 0:
-		return nil, bad("Hedge.Delay %v is negative", p.Hedge.Delay)
-	case p.Hedge.MaxHedges < 0:
-		return nil, bad("Hedge.MaxHedges %d is negative", p.Hedge.MaxHedges)
-	case p.AttemptTimeout < 0:
-		return nil, bad("AttemptTimeout %v is negative", p.AttemptTimeout)
-	case p.MaxRetryAfter < 0:
-		return nil, bad("MaxRetryAfter %v is negative", p.MaxRetryAfter)
-	case p.AttemptHeader != "" && !validToken(p.AttemptHeader):
-		return nil, bad("AttemptHeader %q is not a valid header name", p.AttemptHeader)
-	case p.Hints.ShouldRetryHeader != "" && !validToken(p.Hints.ShouldRetryHeader):
-		return nil, bad("Hints.ShouldRetryHeader %q is not a valid header name", p.Hints.ShouldRetryHeader)
-	case p.Hints.ResetHeader != "" && !validToken(p.Hints.ResetHeader):
-		return nil, bad("Hints.ResetHeader %q is not a valid header name", p.Hints.ResetHeader)
-	case p.Hints.ResetFormat != ResetDeltaSeconds && p.Hints.ResetFormat != ResetEpochSeconds:
-		return nil, bad("Hints.ResetFormat %d is not a known format", p.Hints.ResetFormat)
-	case p.Keys.Header != "" && !validToken(p.Keys.Header):
-		return nil, bad("Keys.Header %q is not a valid header name", p.Keys.Header)
-	}
-	if v, ok := p.Backoff.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			return nil, bad("Backoff: %v", err)
-		}
-	}
+// compile resolves the defaults of p, which must have passed check.
+func compile(p Policy) *policy {
 	c := &policy{
-		pattern:        pattern,
-		maxAttempts:    cmpOr(p.MaxAttempts, DefaultMaxAttempts),
+		src:            p,
+		maxAttempts:    cmp.Or(p.MaxAttempts, DefaultMaxAttempts),
 		backoff:        p.Backoff,
-		attemptTimeout: p.AttemptTimeout,
-		maxRetryAfter:  cmpOr(p.MaxRetryAfter, DefaultMaxRetryAfter),
-		maxReplay:      cmpOr(p.MaxReplayBytes, DefaultMaxReplayBytes),
+		attemptTimeout: max(p.AttemptTimeout, 0),
+		maxRetryAfter:  cmp.Or(p.MaxRetryAfter, DefaultMaxRetryAfter),
+		maxReplay:      cmp.Or(p.MaxReplayBytes, DefaultMaxReplayBytes),
 		classify:       p.Classify,
+		prepareRetry:   p.PrepareRetry,
 		keysOff:        p.Keys.Disabled,
 		keyMethods:     []string{http.MethodPost, http.MethodPut},
-		keyHeader:      http.CanonicalHeaderKey(cmpOr(p.Keys.Header, "Idempotency-Key")),
+		keyHeader:      http.CanonicalHeaderKey(cmp.Or(p.Keys.Header, "Idempotency-Key")),
 		newKey:         p.Keys.New,
 		quoted:         p.Keys.Quoted,
 		attemptHeader:  http.CanonicalHeaderKey(p.AttemptHeader),
 		newBudget:      p.NewBudget,
-		breaker:        p.Breaker,
-		hedgeDelay:     p.Hedge.Delay,
-		maxHedges:      cmpOr(p.Hedge.MaxHedges, 1),
 		hints:          p.Hints,
 	}
 	if c.backoff == nil {
@@ -207,40 +211,35 @@ func compilePolicy(pattern string, p Policy) (*policy, error) {
 	if c.newBudget == nil {
 		c.newBudget = DefaultBudget
 	}
+	if isNoBudget(c.newBudget) {
+		c.newBudget = nil
+	}
 	if c.newKey == nil {
 		c.newKey = newUUID
 	}
 	if p.Keys.Methods != nil {
-		c.keyMethods = make([]string, 0, len(p.Keys.Methods))
-		for _, m := range p.Keys.Methods {
-			if !validToken(m) {
-				return nil, bad("Keys.Methods: %q is not a valid method", m)
-			}
-			c.keyMethods = append(c.keyMethods, strings.ToUpper(m))
+		c.keyMethods = make([]string, len(p.Keys.Methods))
+		for i, m := range p.Keys.Methods {
+			c.keyMethods[i] = strings.ToUpper(m)
 		}
 	}
-	return c, nil
+	if p.Breaker.enabled() {
+		b := p.Breaker
+		c.breaker = &b
+	}
+	if !p.Hedge.Disabled && p.Hedge.Delay > 0 && c.maxAttempts > 1 {
+		c.hedgeDelay = p.Hedge.Delay
+		c.maxHedges = min(cmp.Or(p.Hedge.MaxHedges, 1), c.maxAttempts-1)
+	}
+	return c
 }
 
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
+// stateful reports whether the policy keeps state per host.
+func (p *policy) stateful() bool {
+	return p.newBudget != nil || p.breaker != nil
 }
 
-// validToken reports whether s is an RFC 9110 token, the syntax of header
-// names and methods.
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
+// isNoBudget reports whether f is NoBudget.
+func isNoBudget(f func(string) Budget) bool {
+	return reflect.ValueOf(f).Pointer() == reflect.ValueOf(NoBudget).Pointer()
 }

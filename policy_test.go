@@ -75,8 +75,7 @@ func TestInvalidConfiguration(t *testing.T) {
 		tr     *httpretry.Transport
 		inText string
 	}{
-		{"negative MaxAttempts", &httpretry.Transport{Policy: httpretry.Policy{MaxAttempts: -1}}, "MaxAttempts -1"},
-		{"negative AttemptTimeout", &httpretry.Transport{Policy: httpretry.Policy{AttemptTimeout: -time.Second}}, "AttemptTimeout"},
+		{"negative MaxAttempts", &httpretry.Transport{Policy: httpretry.Policy{MaxAttempts: -1}}, "Transport.Policy.MaxAttempts: -1 is negative"},
 		{"negative MaxRetryAfter", &httpretry.Transport{Policy: httpretry.Policy{MaxRetryAfter: -1}}, "MaxRetryAfter"},
 		{"bad backoff", &httpretry.Transport{Policy: httpretry.Policy{Backoff: backoff.Exponential{Base: time.Second, Cap: time.Millisecond}}}, "cap"},
 		{"bad attempt header", &httpretry.Transport{Policy: httpretry.Policy{AttemptHeader: "x attempt"}}, "AttemptHeader"},

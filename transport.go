@@ -13,7 +13,6 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/seedhq/httpretry/backoff"
-	"github.com/sony/gobreaker/v2"
 )
 
 // Transport is an http.RoundTripper that retries transient failures.
@@ -21,57 +20,74 @@ import (
 // The zero value is usable: it retries with the default Policy over a pooled
 // transport of its own. A Transport is safe for concurrent use; do not modify
 // its fields after first use. Most callers want one Transport per process,
-// set as the Transport of an http.Client.
+// set as the Transport of an http.Client, and a call to Validate at start-up.
 type Transport struct {
 	// Base sends each attempt. Nil means a pooled transport from
 	// go-cleanhttp, created once for this Transport. Layers that must run
 	// once per attempt (request signing, auth, tracing) belong in Base.
 	Base http.RoundTripper
 
-	// Policy applies to hosts without an entry in Hosts.
+	// Policy applies to requests that no key of Hosts matches, and is
+	// what every entry of Hosts inherits.
 	Policy Policy
 
-	// Hosts holds per-host policies keyed by "host", "host:port" or
-	// "*.suffix" (any subdomain of suffix, at any depth, but not suffix
-	// itself). The most specific key wins: "host:port", then "host", then
-	// the wildcard with the longest suffix (with a port before without),
-	// then Policy. Keys are case-insensitive; a URL without a port matches
-	// "host:port" keys with the scheme's default port. An invalid key or
-	// policy fails every request with ErrInvalidPolicy.
+	// Hosts holds policies per host and per endpoint. A key is a host
+	// pattern — "host", "host:port" or "*.suffix" (any subdomain of suffix,
+	// at any depth, but not suffix itself) — optionally followed by a path
+	// prefix: "api.example.com/v1/search" applies to /v1/search and
+	// everything below it, not to /v1/searches.
+	//
+	// The host chooses first, the most specific pattern first: "host:port",
+	// then "host", then the wildcard with the longest suffix (one with a port
+	// before one without). Within the first pattern that has a key matching
+	// the request's path, the longest path prefix wins; the key without a
+	// path matches every path. Keys are case-insensitive in the host and
+	// case-sensitive in the path; a URL without a port matches "host:port"
+	// keys with the scheme's default port.
+	//
+	// An entry inherits every field it leaves zero from the policy its host
+	// would get without it: a key with a path from its host's entry, a host's
+	// entry from Policy, Policy from the package defaults. Per-host settings
+	// (NewBudget, Breaker) belong to keys without a path. An invalid key or
+	// policy fails every request with ErrInvalidPolicy; Validate lists them.
 	Hosts map[string]Policy
 
 	// Logger, if non-nil, receives one record per attempt: Debug for an
 	// attempt that succeeds or a hedge that lost to a faster one, Info for
-	// one that is retried, Warn for a failure that ends retrying. Nil means silent. Records never carry
-	// userinfo, query values, or header values.
+	// one that is retried, Warn for a failure that ends retrying. Nil means
+	// silent. Records never carry userinfo, query values or header values,
+	// not even inside error text.
 	Logger *slog.Logger
 
-	// OnAttempt, if non-nil, is called after each attempt with the decision
-	// taken about it, before any wait. It runs on the RoundTrip goroutine
-	// and must not read or close the response body or modify the request.
+	// OnAttempt, if non-nil, is called once for each attempt Base saw,
+	// hedges included, with the decision taken about it, before any wait.
+	// It runs on the RoundTrip goroutine and must not read or close the
+	// response body or modify the request.
 	OnAttempt func(Attempt)
 
-	once     sync.Once
-	base     http.RoundTripper
-	hosts    *hostTable
-	budgets  sync.Map // "host:port" → Budget (nil when the policy has none)
-	breakers sync.Map // "host:port" → *breaker
+	// OnCall, if non-nil, is called once per RoundTrip, just before it
+	// returns, with a summary of the call: what was returned, how many
+	// attempts it took, how long, and why it stopped. It also reports calls
+	// that sent nothing, such as those an open breaker refused. It runs on
+	// the RoundTrip goroutine and must not read or close the response body.
+	OnCall func(Call)
+
+	once   sync.Once
+	base   http.RoundTripper
+	hosts  *hostTable
+	states hostStates
 }
 
-// Attempt describes one attempt and what RoundTrip decided after it.
-type Attempt struct {
-	Request  *http.Request  // the attempt's request, with its idempotency key
-	N        int            // attempt number, 1 for the first
-	Response *http.Response // the response, nil when Err is set
-	Err      error          // the attempt's error, nil when Response is set
-	Class    Class          // how the outcome was classified; ClassDefault for a hedge cancelled unanswered
-	Retry    bool           // another attempt follows after Delay
-	Delay    time.Duration  // the wait before the next attempt, when Retry
-	// DelaySource names where Delay came from: "backoff", "retry-after",
-	// "ratelimit" (the RateLimit header field) or "ratelimit-reset" (the
-	// policy's reset header).
-	DelaySource string
-	Stop        StopReason // why retrying stopped, StopNone when Retry
+// Call describes one RoundTrip once it has ended, for Transport.OnCall.
+type Call struct {
+	Host     string         // the host's key, as Attempt.Host; "" for an invalid request
+	Request  *http.Request  // the caller's request
+	Response *http.Response // what RoundTrip returns; nil when Err is set
+	Err      error          // what RoundTrip returns; nil when Response is set
+	Attempts int            // attempts Base saw, hedges included
+	Hedges   int            // attempts sent as hedges
+	Duration time.Duration  // from the start of RoundTrip until it returned
+	Stop     StopReason     // why the call stopped
 }
 
 func (t *Transport) init() {
@@ -93,263 +109,419 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// RoundTrip sends req and retries transient failures as its host's Policy
-// allows. It returns the last response, untouched, when one was received,
-// even if it is a failure such as a 503 after the last attempt; otherwise a
+// RoundTrip sends req and retries transient failures as its Policy allows.
+// It returns the last response, untouched, when one was received, even if
+// it is a failure such as a 503 after the last attempt; otherwise a
 // *RetryError. It never modifies req and always closes req.Body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
-	if err := checkRequest(req, t.Base == nil); err != nil {
-		closeBody(req)
-		return nil, &RetryError{Reason: StopInvalid, Err: err}
+	c := &callState{t: t, req: req, timed: t.OnAttempt != nil || t.OnCall != nil || t.Logger != nil}
+	if c.timed {
+		c.began = time.Now()
 	}
-	if t.hosts.err != nil {
-		closeBody(req)
-		return nil, &RetryError{Reason: StopInvalid, Err: t.hosts.err}
+	resp, err := c.roundTrip()
+	if t.OnCall != nil {
+		var d time.Duration
+		if !c.began.IsZero() {
+			d = time.Since(c.began)
+		}
+		t.OnCall(Call{Host: c.host, Request: req, Response: resp, Err: err,
+			Attempts: c.sent, Hedges: c.hedges, Duration: d, Stop: c.stop})
+	}
+	return resp, err
+}
+
+// callState is one RoundTrip in progress.
+type callState struct {
+	t     *Transport
+	req   *http.Request
+	p     *policy
+	h     hostPort
+	host  string     // h as "host:port", when observers need it
+	state *hostState // nil until the host needs state
+	body  body
+	key   string
+	timed bool // observers want durations
+	began time.Time
+
+	sent, hedges int
+	lastStatus   int
+	lastErr      error          // the last attempt's error
+	last         Attempt        // the last attempt, for PrepareRetry
+	held         *http.Response // the last response, drained into memory, while its retry is not yet sent
+	prevDelay    time.Duration  // the previous backoff delay, for decorrelated jitter
+	reserved     bool           // a retry's cost is taken from the budget and not yet spent
+	reservedTO   bool           // ... as a timeout retry
+	timeoutRetry bool           // the last retry sent was charged as a timeout retry
+	stop         StopReason
+}
+
+func (c *callState) roundTrip() (*http.Response, error) {
+	req := c.req
+	if err := checkRequest(req, c.t.Base == nil); err != nil {
+		if req != nil {
+			closeBody(req.Body)
+		}
+		return c.fail(&RetryError{Reason: StopInvalid, Err: err})
+	}
+	if err := c.t.hosts.err; err != nil {
+		closeBody(req.Body)
+		return c.fail(&RetryError{Reason: StopInvalid, Err: err})
 	}
 	ctx := req.Context()
+	c.h = hostOf(req.URL)
+	if c.timed {
+		c.host = c.h.String()
+	}
 	if ctx.Err() != nil {
-		closeBody(req)
-		return nil, &RetryError{Reason: StopContext, Err: context.Cause(ctx)}
+		closeBody(req.Body)
+		return c.fail((&RetryError{Reason: StopContext, Err: context.Cause(ctx)}).contextEnded(ctx))
 	}
-	p := t.hosts.lookup(req.URL)
-	b, err := prepareBody(req, p.maxReplay)
+	c.p = c.t.hosts.lookup(c.h, req.URL.Path)
+	if fs := overridesFrom(ctx); fs != nil {
+		p, err := c.p.override(fs)
+		if err != nil {
+			closeBody(req.Body)
+			return c.fail(&RetryError{Reason: StopInvalid, Err: err})
+		}
+		c.p = p
+	}
+	b, err := prepareBody(ctx, req, c.p.maxReplay)
 	if err != nil {
-		return nil, &RetryError{Reason: StopInvalid, Err: err}
+		e := &RetryError{Reason: StopInvalid, Err: err}
+		if ctx.Err() != nil {
+			e.Reason = StopContext
+			e.contextEnded(ctx)
+		}
+		return c.fail(e)
 	}
-	r := &call{t: t, p: p, req: req, body: b, budget: t.budget(p, req.URL), breaker: t.breaker(p, req.URL)}
-	if p.needsKey(req) {
-		key, ok := p.key()
-		if !ok {
-			closeReader(b.first)
-			return nil, &RetryError{Reason: StopInvalid,
-				Err: errors.New("httpretry: invalid policy: Keys.New returned an empty key or one with control characters")}
+	c.body = b
+	if c.p.needsKey(req) {
+		if c.key, err = c.p.key(); err != nil {
+			closeBody(b.first)
+			return c.fail(&RetryError{Reason: StopInvalid, Err: err})
 		}
-		r.key = key
 	}
-	return r.run(ctx)
-}
-
-// call is one RoundTrip in progress.
-type call struct {
-	t       *Transport
-	p       *policy
-	req     *http.Request
-	body    body
-	key     string
-	budget  Budget   // nil: no budget
-	breaker *breaker // nil: no breaker
-}
-
-// outcome is one attempt: its request, what Base returned, and how it was
-// classified.
-type outcome struct {
-	n         int
-	areq      *http.Request
-	resp      *http.Response
-	err       error
-	class     Class
-	done      attemptDone
-	breakDone func(error) // reports the outcome to the breaker; nil without one
-	refused   bool        // the breaker refused: nothing was sent
-}
-
-func (c *call) run(ctx context.Context) (*http.Response, error) {
-	var (
-		prev         time.Duration // the previous backoff delay, for decorrelated jitter
-		lastStatus   int
-		rc           = c.body.first
-		sent         int  // attempts launched so far
-		timeoutRetry bool // the last retry was charged as one after a timeout
-		o            outcome
-	)
-	var began time.Time // left zero for budgets that never read the clock
-	if c.budget != nil {
-		if _, ok := c.budget.(clockless); !ok {
-			began = time.Now()
-		}
-		c.budget.Begin(began)
-	}
-	for {
-		if c.hedging() {
-			o, sent = c.sendHedged(ctx, sent, rc)
-		} else {
-			sent++
-			o = c.send(ctx, sent, rc)
-		}
-		if o.refused {
-			return nil, &RetryError{Attempts: sent - 1, Err: o.err, LastStatus: lastStatus, Reason: StopBreaker}
-		}
-		if o.resp != nil {
-			lastStatus = o.resp.StatusCode
-		}
-
-		a := Attempt{Request: o.areq, N: o.n, Response: o.resp, Err: o.err, Class: o.class}
-		d := c.decide(ctx, &a, sent, &prev)
-		if a.Stop == StopSuccess && c.budget != nil {
-			now := began // a first-attempt success needs no second clock read
-			if sent > 1 && !began.IsZero() {
-				now = time.Now()
+	if c.p.stateful() {
+		if c.state = c.t.states.load(c.h); c.state != nil {
+			c.state.touch(time.Now())
+			if c.state.budget != nil {
+				c.state.budget.Begin()
 			}
-			c.budget.Succeeded(now, sent > 1, timeoutRetry)
 		}
+	}
+	return c.run(ctx)
+}
+
+// fail ends the call with e.
+func (c *callState) fail(e *RetryError) (*http.Response, error) {
+	c.stop = e.Reason
+	return nil, e
+}
+
+func (c *callState) run(ctx context.Context) (*http.Response, error) {
+	rc := c.body.first
+	var one attempt // the attempt in flight, when not hedging
+	for {
+		var (
+			a   *attempt
+			err error
+		)
+		if c.hedging() {
+			a, err = c.sendHedged(ctx, rc)
+		} else {
+			a, err = &one, c.sendOne(ctx, rc, &one)
+		}
+		if err != nil {
+			return c.refused(ctx, err)
+		}
+		c.decide(ctx, a)
 		if a.Retry {
-			timeoutRetry = errors.Is(a.Err, ErrAttemptTimeout)
-			next, berr := c.body.next(sent + 1)
+			next, berr := c.body.next(c.sent + 1)
 			if berr != nil {
-				a.Retry, a.Stop = false, StopNotReplayable
-				a.Err = errors.Join(a.Err, berr)
+				c.unreserve()
+				a.Retry, a.Delay, a.DelaySource, a.Stop = false, 0, DelayNone, StopNotReplayable
+				if a.Err != nil {
+					a.Err = errors.Join(a.Err, berr)
+				}
 			}
 			rc = next
 		}
-		c.t.observe(ctx, &a, c.budget)
+		if a.Retry && a.Response != nil {
+			// Drain the response now, so its connection is reused during the
+			// wait, and keep it in memory in case the retry is not sent.
+			c.held = drain(a.Response)
+			a.drained = true
+			a.end()
+			if !backoff.Fits(ctx, a.Delay) {
+				c.unreserve()
+				closeBody(rc)
+				a.Retry, a.Delay, a.DelaySource, a.Stop = false, 0, DelayNone, StopDeadline
+			}
+		}
+		c.observe(ctx, &a.Attempt)
+		c.last = a.Attempt
 		if !a.Retry {
-			if o.resp != nil {
-				o.done.handOver(o.resp)
-				return o.resp, nil
-			}
-			o.done.cancel()
-			return nil, &RetryError{Attempts: sent, Err: a.Err, LastStatus: lastStatus, Reason: a.Stop, Cause: stopCause(ctx, a.Stop)}
+			return c.finish(ctx, a)
 		}
-		discard(o.resp)
-		o.done.cancel()
-		if werr := backoff.Wait(ctx, d); werr != nil {
-			closeReader(rc)
-			reason := StopContext
+		discard(a.Response)
+		a.end()
+		if werr := backoff.Wait(ctx, a.Delay); werr != nil {
+			c.unreserve()
+			closeBody(rc)
+			e := &RetryError{Attempts: c.sent, Err: a.Err, LastStatus: c.lastStatus, Reason: StopContext, Cause: werr}
 			if errors.Is(werr, backoff.ErrDeadline) {
-				reason = StopDeadline
+				e.Reason = StopDeadline
 			}
-			return nil, &RetryError{Attempts: sent, Err: a.Err, LastStatus: lastStatus, Reason: reason, Cause: werr}
+			if ctx.Err() != nil {
+				e.contextEnded(ctx)
+			}
+			return c.fail(e)
 		}
 	}
 }
 
-// send makes attempt n with body rc.
-func (c *call) send(ctx context.Context, n int, rc io.ReadCloser) outcome {
-	o, ok := c.prepare(ctx, n, rc, false)
-	if !ok {
-		return o
-	}
-	o.resp, o.err = c.t.base.RoundTrip(o.areq)
-	finish(ctx, c.p, &o)
-	return o
-}
-
-// prepare asks the breaker for attempt n and builds its request. When the
-// breaker refuses, it closes rc and reports false; the outcome then has no
-// request and its error wraps ErrCircuitOpen.
-func (c *call) prepare(ctx context.Context, n int, rc io.ReadCloser, cancelable bool) (outcome, bool) {
-	breakDone, err := admit(c.breaker)
-	if err != nil {
-		closeReader(rc)
-		return outcome{n: n, err: err, class: ClassFatal, refused: true}, false
-	}
-	areq, done := c.attemptRequest(ctx, n, rc, cancelable)
-	return outcome{n: n, areq: areq, done: done, breakDone: breakDone}, true
-}
-
-// finish settles what Base returned for o, classifies it under policy p and
-// reports it to the breaker. It may run on a hedge's goroutine.
-func finish(ctx context.Context, p *policy, o *outcome) {
-	o.err = o.done.settle(o.resp, o.err)
-	if o.err != nil && o.done.lost() {
-		o.err = ErrHedgeLost
-	}
-	if o.err != nil && o.resp != nil {
-		closeReader(o.resp.Body) // a broken Base; the error wins, as in http.Client
-		o.resp = nil
-	}
-	if o.resp == nil && o.err == nil {
-		o.err = errors.New("httpretry: Base returned neither a response nor an error")
-	}
-	o.class = ClassDefault
-	if p.classify != nil {
-		o.class = p.classify(o.areq, o.resp, o.err)
-	}
-	if o.class == ClassDefault {
-		o.class = p.hints.shouldRetry(o.resp)
-	}
-	if o.class == ClassDefault {
-		o.class = Classify(o.areq, o.resp, o.err)
-	}
-	if o.breakDone != nil {
-		o.breakDone(breakerOutcome(ctx, o))
-	}
-}
-
-// decide classifies the attempt in a and fills in whether and when to retry.
-// It returns the delay.
-func (c *call) decide(ctx context.Context, a *Attempt, sent int, prev *time.Duration) time.Duration {
-	p := c.p
-	if ctx.Err() != nil {
-		a.Class, a.Stop = ClassFatal, StopContext
-		return 0
+// finish ends the call after attempt a, which decided it.
+func (c *callState) finish(ctx context.Context, a *attempt) (*http.Response, error) {
+	c.stop = a.Stop
+	if a.Stop == StopSuccess && c.state != nil && c.state.budget != nil {
+		c.state.budget.Succeeded(c.sent > 1, c.timeoutRetry)
 	}
 	switch {
-	case a.Class == ClassSuccess:
-		a.Stop = StopSuccess
-		return 0
-	case !a.Class.retryable():
-		a.Stop = StopFatal
-		return 0
-	case !c.body.replayable() || (a.Class == ClassTransient && !p.replayable(a.Request)):
-		a.Stop = StopNotReplayable
-		return 0
-	case sent >= p.maxAttempts:
-		a.Stop = StopAttempts
-		return 0
-	case c.breaker != nil && c.breaker.State() == gobreaker.StateOpen:
-		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
-		return 0
+	case c.held != nil:
+		return c.held, nil // drained, whole, before the retry was called off
+	case a.Response != nil && !a.drained:
+		a.handOver()
+		return a.Response, nil
 	}
-	d := p.backoff.Delay(sent, *prev, nil)
-	*prev = d
-	a.DelaySource = "backoff"
-	if sd, source, ok := p.hints.serverDelay(a.Response, time.Now()); ok {
-		if sd > p.maxRetryAfter {
-			a.Stop = StopRetryAfter
-			return 0
-		}
-		// Never earlier than asked; up to 10 % later, so clients told the
-		// same value do not all return in the same instant.
-		if w := sd + time.Duration(float64(sd)/10*rand.Float64()); w >= d {
-			d, a.DelaySource = w, source
-		}
+	// No response, or one whose body was drained past what is kept: the
+	// caller gets the error, never a response that cannot be read.
+	a.end()
+	e := &RetryError{Attempts: c.sent, Err: a.Err, LastStatus: c.lastStatus, Reason: a.Stop}
+	switch a.Stop {
+	case StopDeadline:
+		e.Cause = backoff.ErrDeadline
+	case StopBudget:
+		e.Cause = ErrBudgetExhausted
+	case StopBreaker:
+		e.Cause = ErrCircuitOpen
 	}
-	if !backoff.Fits(ctx, d) {
-		a.Stop = StopDeadline
-		return 0
+	if ctx.Err() != nil {
+		e.contextEnded(ctx)
 	}
-	if c.budget != nil && !c.budget.AllowRetry(time.Now(), errors.Is(a.Err, ErrAttemptTimeout)) {
-		a.Stop = StopBudget
-		return 0
-	}
-	a.Retry, a.Delay = true, d
-	return d
+	return nil, e
 }
 
-// stopCause returns what ended retrying when that is not the last error.
-func stopCause(ctx context.Context, r StopReason) error {
-	switch r {
-	case StopContext:
-		return context.Cause(ctx)
-	case StopDeadline:
-		return backoff.ErrDeadline
-	case StopBudget:
-		return ErrBudgetExhausted
+// refusal is a retry or hedge that was not sent: the breaker refused it,
+// or PrepareRetry did.
+type refusal struct {
+	reason StopReason
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+
+// refused ends the call when its next attempt was refused: with the
+// response in hand if there is one, else with a RetryError.
+func (c *callState) refused(ctx context.Context, err error) (*http.Response, error) {
+	c.unreserve()
+	r := err.(*refusal)
+	c.stop = r.reason
+	c.logRefusal(ctx, r)
+	if c.held != nil {
+		return c.held, nil
+	}
+	e := &RetryError{Attempts: c.sent, Err: c.lastErr, LastStatus: c.lastStatus, Reason: r.reason, Cause: r.err}
+	if c.sent == 0 {
+		e.Err, e.Cause = r.err, nil
+	}
+	return nil, e
+}
+
+// sendOne makes the next attempt, a, with body rc.
+func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) error {
+	if err := c.prepare(ctx, rc, a, false, false); err != nil {
+		return err
+	}
+	resp, err := c.t.base.RoundTrip(a.Request)
+	fired := a.timer != nil && !a.timer.Stop()
+	a.settle(resp, err, fired)
+	c.classify(a)
+	c.record(ctx, a)
+	return nil
+}
+
+// prepare makes a the next attempt, with body rc, lets PrepareRetry see it
+// when it is a retry, and asks the breaker. On a refusal it closes rc and
+// returns a *refusal. cancelable gives the attempt a context of its own
+// even without AttemptTimeout, as hedging needs.
+func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, cancelable, hedge bool) error {
+	n := c.sent + 1
+	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}}
+	actx := ctx
+	if c.p.attemptTimeout > 0 || cancelable {
+		actx = a.withContext(ctx)
+	}
+	a.Request = c.attemptRequest(actx, n, rc)
+	if n > 1 && !hedge && c.p.prepareRetry != nil {
+		if err := c.p.prepareRetry(c.last, a.Request); err != nil {
+			closeBody(rc)
+			a.end()
+			return &refusal{StopRefused, err}
+		}
+	}
+	if c.state != nil && c.state.breaker != nil {
+		done, err := c.state.breaker.admit()
+		if err != nil {
+			closeBody(rc)
+			a.end()
+			return &refusal{StopBreaker, err}
+		}
+		a.breakDone = done
+	}
+	a.startTimer(c.p.attemptTimeout)
+	if c.timed {
+		a.start = time.Now()
+	}
+	c.sent++
+	c.held = nil
+	if n > 1 {
+		c.reserved = false // the retry is sent: its cost is spent
+		if c.state != nil {
+			c.state.retries.Add(1)
+		}
 	}
 	return nil
 }
 
-// attemptRequest returns the request for attempt n with body rc.
-func (c *call) attemptRequest(ctx context.Context, n int, rc io.ReadCloser, cancelable bool) (*http.Request, attemptDone) {
-	var done attemptDone
-	if c.p.attemptTimeout > 0 || cancelable {
-		ctx, done = withAttemptTimeout(ctx, c.p.attemptTimeout)
+// classify sets the class of a settled attempt: Policy.Classify, then the
+// should-retry hint, then the built-in rules.
+func (c *callState) classify(a *attempt) {
+	p := c.p
+	a.Class = ClassDefault
+	if p.classify != nil {
+		a.Class = p.classify(a.Request, a.Response, a.Err)
 	}
-	ctx = &attemptContext{ctx, n}
+	if a.Class == ClassDefault {
+		a.Class = p.hints.shouldRetry(a.Response)
+	}
+	if a.Class == ClassDefault {
+		a.Class = classify(a.Request, a.Response, a.Err, p)
+	}
+}
+
+// record keeps what the host's state learns from attempt a: the breaker's
+// count, the statistics, and state for a host that failed for the first
+// time. It runs on the RoundTrip goroutine.
+func (c *callState) record(ctx context.Context, a *attempt) {
+	if a.Response != nil {
+		c.lastStatus = a.Response.StatusCode
+	}
+	c.lastErr = a.Err
+	outcome := breakerOutcome(ctx, &a.Attempt)
+	if c.state == nil && outcome == errBreakerFailure && c.p.stateful() {
+		now := time.Now()
+		c.state = c.t.states.create(c.h, c.p, now)
+		if c.state.budget != nil {
+			c.state.budget.Begin()
+		}
+		// The attempt was admitted by the fresh breaker this state starts
+		// with; count it now.
+		if a.breakDone == nil && c.state.breaker != nil {
+			a.breakDone, _ = c.state.breaker.admit()
+		}
+	}
+	if a.breakDone != nil {
+		a.breakDone(outcome)
+		a.breakDone = nil
+	}
+	if s := c.state; s != nil {
+		now := time.Now()
+		s.touch(now)
+		s.attempts.Add(1)
+		if outcome == errBreakerFailure || a.Class.retryable() {
+			s.failed(a.Class, now)
+		}
+	}
+}
+
+// decide fills in whether and when to retry after attempt a.
+func (c *callState) decide(ctx context.Context, a *attempt) {
+	p := c.p
+	switch {
+	case ctx.Err() != nil:
+		if a.Err != nil {
+			a.Class = ClassFatal
+		}
+		a.Stop = StopContext
+		return
+	case a.Class == ClassSuccess:
+		a.Stop = StopSuccess
+		return
+	case !a.Class.retryable():
+		a.Stop = StopFatal
+		return
+	case !c.body.replayable() || (a.Class == ClassTransient && !p.replayable(a.Request)):
+		a.Stop = StopNotReplayable
+		return
+	case c.sent >= p.maxAttempts:
+		a.Stop = StopAttempts
+		return
+	case c.state != nil && c.state.breaker.open():
+		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
+		return
+	}
+	d := p.backoff.Delay(c.sent, c.prevDelay, nil)
+	c.prevDelay = d
+	source := DelayBackoff
+	if sd, src, ok := p.hints.serverDelay(a.Response, time.Now()); ok {
+		if sd > p.maxRetryAfter {
+			a.Stop = StopRetryAfter
+			return
+		}
+		// Never earlier than asked; up to 10 % later, so clients told the
+		// same value do not all return in the same instant.
+		if w := sd + time.Duration(float64(sd)/10*rand.Float64()); w >= d {
+			d, source = w, src
+		}
+	}
+	if !backoff.Fits(ctx, d) {
+		a.Stop = StopDeadline
+		return
+	}
+	if !c.reserve(errors.Is(a.Err, ErrAttemptTimeout)) {
+		a.Stop = StopBudget
+		return
+	}
+	a.Retry, a.Delay, a.DelaySource = true, d, source
+}
+
+// reserve takes the cost of the next retry from the budget, if the host
+// has one.
+func (c *callState) reserve(timeout bool) bool {
+	if c.state == nil || c.state.budget == nil {
+		return true
+	}
+	if !c.state.budget.AllowRetry(timeout) {
+		return false
+	}
+	c.reserved, c.reservedTO, c.timeoutRetry = true, timeout, timeout
+	return true
+}
+
+// unreserve gives back the cost of a retry that will not be sent.
+func (c *callState) unreserve() {
+	if c.reserved {
+		c.reserved = false
+		c.state.budget.Refund(c.reservedTO)
+	}
+}
+
+// attemptRequest returns the request for attempt n with body rc.
+func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser) *http.Request {
+	ctx = &attemptContext{Context: ctx, n: n}
 	var areq *http.Request
-	if c.key != "" || c.p.attemptHeader != "" {
+	if c.key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) {
 		areq = c.req.Clone(ctx)
 		if c.key != "" {
 			areq.Header[c.p.keyHeader] = []string{c.key}
@@ -362,17 +534,5 @@ func (c *call) attemptRequest(ctx context.Context, n int, rc io.ReadCloser, canc
 	}
 	areq.Body = rc
 	areq.GetBody = c.body.getBody
-	return areq, done
-}
-
-func closeBody(req *http.Request) {
-	if req != nil && req.Body != nil {
-		req.Body.Close()
-	}
-}
-
-func closeReader(rc io.ReadCloser) {
-	if rc != nil {
-		rc.Close()
-	}
+	return areq
 }

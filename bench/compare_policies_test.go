@@ -27,7 +27,6 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
-	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -162,7 +161,7 @@ func TestCompareBreakerOpen(t *testing.T) {
 		srv := newScripted(t, 503)
 		var stops []httpretry.StopReason
 		rt := &httpretry.Transport{Base: newBare(), Policy: httpretry.Policy{
-			MaxAttempts: 1, Breaker: &gobreaker.Settings{}, // gobreaker's default: open after 6 failures in a row
+			MaxAttempts: 1, Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 6},
 		}, OnAttempt: func(a httpretry.Attempt) { stops = append(stops, a.Stop) }}
 		for range 6 {
 			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)

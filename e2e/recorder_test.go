@@ -39,7 +39,7 @@ func (r *recorder) observe(a httpretry.Attempt) {
 		method: a.Request.Method, key: a.Request.Header.Get("Idempotency-Key"),
 		id: a.Request.Header.Get("X-Request-Id"),
 		n:  a.N, err: a.Err, class: a.Class, retry: a.Retry, delay: a.Delay,
-		source: a.DelaySource, stop: a.Stop,
+		source: a.DelaySource.String(), stop: a.Stop,
 	}
 	if a.Response != nil {
 		rec.status = a.Response.StatusCode

@@ -79,12 +79,12 @@ func soak(t *testing.T) (peak usage) {
 	// Two Transports over one connection pool and one retry budget (the
 	// default token bucket): keys on, and keys off for the unkeyed POSTs.
 	hidden := &hiddenRetries{base: freshBase(t)}
-	budget := httpretry.DefaultBudget()
+	budget := httpretry.DefaultBudget("")
 	policy := httpretry.Policy{
 		MaxAttempts:    6,
 		Backoff:        backoff.Exponential{Base: 5 * time.Millisecond, Cap: 100 * time.Millisecond, Jitter: backoff.FullJitter},
 		AttemptTimeout: 500 * time.Millisecond,
-		NewBudget:      func() httpretry.Budget { return budget },
+		NewBudget:      func(string) httpretry.Budget { return budget },
 	}
 	rts := soakTransports{
 		keyed:   &httpretry.Transport{Base: hidden, Policy: policy, OnAttempt: c.observe},

@@ -1,4 +1,5 @@
-// Package sim runs the scenarios of papers.md §8 on a virtual clock: a
+// Package sim runs scenarios A, B, C and C2 of docs/performance.md on a
+// virtual clock: a
 // discrete-event loop in which time is a number, so a 300-second retry storm
 // takes milliseconds and no test ever sleeps.
 //

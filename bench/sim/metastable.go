@@ -3,7 +3,6 @@ package sim
 import (
 	"time"
 
-	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
 )
 
@@ -25,7 +24,7 @@ type MetastableConfig struct {
 	Duration    time.Duration // requests arrive in [0, Duration)
 	OneWay      time.Duration // network delay of each message outside the blip
 	Strategy    backoff.Strategy
-	NewBudget   func() httpretry.Budget // nil: no budget
+	NewBudget   func() Budget // nil: no budget
 }
 
 // DefaultMetastable is Bronson's system: λ = 280/s against μ = 300/s, a 1 s
@@ -51,8 +50,8 @@ type MetastableRun struct {
 	Recovered time.Duration
 }
 
-// Recovery criterion of papers.md §8 C2: the first 5 s window with goodput
-// above 250 per second.
+// Recovery criterion (ours; the paper gives none): the first 5 s window
+// with goodput above 250 per second.
 const (
 	RecoveryGoodput = 250
 	RecoveryWindow  = 5
@@ -68,7 +67,7 @@ const (
 // RunMetastable runs scenario C2 once.
 func RunMetastable(c MetastableConfig, runSeed uint64) MetastableRun {
 	r := &randStream{Stream(runSeed, 0)}
-	var budget httpretry.Budget
+	var budget Budget
 	if c.NewBudget != nil {
 		budget = c.NewBudget()
 	}
@@ -114,7 +113,7 @@ func RunMetastable(c MetastableConfig, runSeed uint64) MetastableRun {
 		switch e.kind {
 		case msSend:
 			if e.val == 1 && budget != nil {
-				budget.Begin(now)
+				budget.BeginAt(now)
 			}
 			rq.attempt, rq.state = int(e.val), 0
 			run.Sent = count(run.Sent, e.at)
@@ -133,14 +132,14 @@ func RunMetastable(c MetastableConfig, runSeed uint64) MetastableRun {
 			rq.state = 1
 			run.Goodput = count(run.Goodput, e.at)
 			if budget != nil {
-				budget.Succeeded(now, rq.attempt > 1, rq.attempt > 1)
+				budget.SucceededAt(now, rq.attempt > 1, rq.attempt > 1)
 			}
 		case msTimeout:
 			if int(e.val) != rq.attempt || rq.state != 0 {
 				continue
 			}
 			rq.state = 2
-			if rq.attempt >= c.MaxAttempts || (budget != nil && !budget.AllowRetry(now, true)) {
+			if rq.attempt >= c.MaxAttempts || (budget != nil && !budget.AllowRetryAt(now, true)) {
 				continue
 			}
 			d := c.Strategy.Delay(rq.attempt, rq.prev, r.Rand)
@@ -172,7 +171,7 @@ func recovered(goodput []int, from, end time.Duration) time.Duration {
 
 // RecoveryLimit is the fastest recovery a client can bring about: the
 // backlog left by the blip drains at μ − λ requests per second once the
-// load is back to λ (papers.md §8 C2). Faster needs the server to shed.
+// load is back to λ. Faster needs the server to shed.
 func (c MetastableConfig) RecoveryLimit(backlog float64) time.Duration {
 	return time.Duration(backlog / (c.Capacity - c.Rate) * float64(time.Second))
 }

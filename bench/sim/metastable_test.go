@@ -4,11 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seedhq/httpretry"
 	"github.com/stretchr/testify/assert"
 )
 
-func metastable(b func() httpretry.Budget) MetastableConfig {
+func metastable(b func() Budget) MetastableConfig {
 	c := DefaultMetastable(240 * time.Second)
 	c.NewBudget = b
 	return c
@@ -28,7 +27,7 @@ func TestMetastableNoBudget(t *testing.T) {
 // second against a capacity of 300, so it does not recover either.
 func TestMetastableRatioBudget(t *testing.T) {
 	t.Parallel()
-	r := RunMetastable(metastable(ratioBudget), 1)
+	r := RunMetastable(metastable(RatioBudget), 1)
 	assert.Zero(t, r.Recovered)
 	assert.Greater(t, MeanRate(r.Sent, 40*time.Second, 200*time.Second), 300.0)
 }
@@ -38,7 +37,7 @@ func TestMetastableRatioBudget(t *testing.T) {
 // back within 1.5× backlog/(μ − λ) of the blip's end.
 func TestMetastableDefaultBudget(t *testing.T) {
 	t.Parallel()
-	c := metastable(httpretry.DefaultBudget)
+	c := metastable(DefaultBudget)
 	r := RunMetastable(c, 1)
 	if assert.NotZero(t, r.Recovered, "never recovered") {
 		limit := c.RecoveryLimit(r.Backlog)

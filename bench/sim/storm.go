@@ -3,7 +3,6 @@ package sim
 import (
 	"time"
 
-	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
 )
 
@@ -22,10 +21,11 @@ type StormConfig struct {
 	MaxAttempts int
 	RTT         time.Duration // mean of the exponential round-trip time
 	Strategy    backoff.Strategy
-	NewBudget   func() httpretry.Budget // nil: no budget
+	NewBudget   func() Budget // nil: no budget
 }
 
-// DefaultStorm is scenario C's setup from papers.md §8 C: 100 clients at
+// DefaultStorm is scenario C's setup, the open loop of Brooker's "Fixing
+// retries with token buckets and circuit breakers" (2022): 100 clients at
 // 10 rps, round trips of 10 ms on average, 4 attempts (httpretry's
 // default), full jitter from 100 ms capped at 10 s.
 func DefaultStorm(failure float64, d time.Duration) StormConfig {
@@ -62,7 +62,7 @@ func RunStorm(c StormConfig, runSeed uint64) StormResult {
 	var q queue
 	for id := range c.Clients {
 		r := &randStream{Stream(runSeed, id)}
-		var budget httpretry.Budget
+		var budget Budget
 		if c.NewBudget != nil {
 			budget = c.NewBudget()
 		}
@@ -84,7 +84,7 @@ func RunStorm(c StormConfig, runSeed uint64) StormResult {
 			switch e.kind {
 			case stormAttempt:
 				if e.val == 1 && budget != nil {
-					budget.Begin(now)
+					budget.BeginAt(now)
 				}
 				res.Attempts++
 				n := e.val
@@ -97,12 +97,12 @@ func RunStorm(c StormConfig, runSeed uint64) StormResult {
 				if n > 0 {
 					res.Succeeded++
 					if budget != nil {
-						budget.Succeeded(now, n > 1, false)
+						budget.SucceededAt(now, n > 1, false)
 					}
 					continue
 				}
 				n = -n
-				if n >= c.MaxAttempts || (budget != nil && !budget.AllowRetry(now, false)) {
+				if n >= c.MaxAttempts || (budget != nil && !budget.AllowRetryAt(now, false)) {
 					continue
 				}
 				rq := &reqs[e.who]
@@ -121,15 +121,15 @@ func RunStorm(c StormConfig, runSeed uint64) StormResult {
 func StormBudgets() []StormBudget {
 	return []StormBudget{
 		{"none", nil},
-		{"default (token bucket)", httpretry.DefaultBudget},
-		{"ratio 10 %", func() httpretry.Budget { return httpretry.NewRatioBudget(httpretry.RatioConfig{}) }},
+		{"default (token bucket)", DefaultBudget},
+		{"ratio 10 %", RatioBudget},
 	}
 }
 
 // StormBudget names a budget constructor.
 type StormBudget struct {
 	Name string
-	New  func() httpretry.Budget
+	New  func() Budget
 }
 
 // StormFailures returns the failure probabilities of scenario C.

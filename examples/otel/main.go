@@ -58,7 +58,7 @@ func recordRetry(a httpretry.Attempt) {
 		attribute.Int("http.retry.attempt", a.N),
 		attribute.String("http.retry.class", a.Class.String()),
 		attribute.Int64("http.retry.delay_ms", a.Delay.Milliseconds()),
-		attribute.String("http.retry.delay_source", a.DelaySource),
+		attribute.String("http.retry.delay_source", a.DelaySource.String()),
 	))
 }
 

@@ -1,0 +1,115 @@
+package httpretry_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
+)
+
+// listError is an error whose dynamic type cannot be compared with ==.
+type listError []string
+
+func (e listError) Error() string { return "stopped: " + e[0] }
+
+// TestUncomparableCancelCause: net/http returns context.Cause(ctx), so an
+// uncomparable cancel cause becomes both the last attempt's error and the
+// cause that ended retrying. Nothing may panic, errors.Is must report the
+// cancellation, and errors.As must still reach the cause.
+func TestUncomparableCancelCause(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cause := listError{"shutting down"}
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			<-req.Context().Done()
+			return nil, context.Cause(req.Context())
+		})
+		for _, stage := range []string{"during an attempt", "during a wait"} {
+			ctx, cancel := context.WithCancelCause(t.Context())
+			rt := http.RoundTripper(base)
+			if stage == "during a wait" {
+				rt = newFake(t, status(503))
+			}
+			tr := &httpretry.Transport{Base: rt, Policy: httpretry.Policy{Backoff: backoff.Constant(time.Minute)}}
+			time.AfterFunc(time.Second, func() { cancel(cause) })
+			_, err := tr.RoundTrip(get(t, ctx))
+			require.Error(t, err)
+			assert.NotPanics(t, func() { _ = err.Error() })
+			assert.ErrorIs(t, err, context.Canceled, stage)
+			var got listError
+			require.ErrorAs(t, err, &got, stage)
+			assert.Equal(t, cause[0], got[0])
+			var re *httpretry.RetryError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, httpretry.StopContext, re.Reason, stage)
+			assert.Contains(t, err.Error(), "stopped: shutting down")
+		}
+	})
+}
+
+// TestRetryErrorTimeout: code that branches on timeouts behaves as it would
+// without the Transport: url.Error.Timeout and os.IsTimeout hold when the
+// caller's deadline passed or every attempt timed out.
+func TestRetryErrorTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		hang := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		})
+		check := func(name string, tr *httpretry.Transport, timeout time.Duration) {
+			client := &http.Client{Transport: tr}
+			ctx, cancel := context.WithTimeout(t.Context(), timeout)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, site, nil)
+			_, err := client.Do(req)
+			require.Error(t, err, name)
+			var ue *url.Error
+			require.ErrorAs(t, err, &ue, name)
+			assert.True(t, ue.Timeout(), "%s: url.Error.Timeout", name)
+			assert.True(t, os.IsTimeout(ue.Err), "%s: os.IsTimeout", name)
+			assert.ErrorIs(t, err, context.DeadlineExceeded, name)
+		}
+		check("the caller's deadline passes during an attempt", &httpretry.Transport{Base: hang}, time.Second)
+		check("every attempt times out", &httpretry.Transport{Base: hang,
+			Policy: httpretry.Policy{AttemptTimeout: time.Second, Backoff: backoff.Constant(0)}}, time.Hour)
+		check("the next wait would pass the deadline", &httpretry.Transport{Base: newFake(t, failWith(syscall.ECONNRESET)),
+			Policy: httpretry.Policy{Backoff: backoff.Constant(time.Hour)}}, time.Minute)
+
+		// An ordinary failure is not a timeout.
+		_, err := (&httpretry.Transport{Base: newFake(t, failWith(errors.New("signer: no key")))}).RoundTrip(get(t, t.Context()))
+		var re *httpretry.RetryError
+		require.ErrorAs(t, err, &re)
+		assert.False(t, re.Timeout())
+	})
+}
+
+// TestRetryErrorText: messages read as a sentence, without stutter.
+func TestRetryErrorText(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err  *httpretry.RetryError
+		want string
+	}{
+		{&httpretry.RetryError{Attempts: 4, Reason: httpretry.StopAttempts, Err: errBoom}, "httpretry: 4 attempts failed: boom"},
+		{&httpretry.RetryError{Attempts: 1, Reason: httpretry.StopFatal, Err: errBoom}, "httpretry: not retryable after 1 attempt: boom"},
+		{&httpretry.RetryError{Attempts: 2, Reason: httpretry.StopBudget, Err: errBoom, Cause: httpretry.ErrBudgetExhausted, LastStatus: 503},
+			"httpretry: retry budget exhausted after 2 attempts (last status 503): boom: retry budget exhausted"},
+		{&httpretry.RetryError{Reason: httpretry.StopInvalid, Err: httpretry.ErrInvalidRequest}, "httpretry: invalid request"},
+		{&httpretry.RetryError{Reason: httpretry.StopBreaker}, "httpretry: circuit breaker open"},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, tc.err.Error())
+	}
+}

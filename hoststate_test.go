@@ -1,0 +1,155 @@
+package httpretry_test
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
+)
+
+// hostsBase answers 503 for hosts whose name starts with "down", 200 for
+// the others.
+var hostsBase = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	code := 200
+	if len(req.URL.Host) >= 4 && req.URL.Host[:4] == "down" {
+		code = 503
+	}
+	return &http.Response{StatusCode: code, Body: http.NoBody}, nil
+})
+
+func sendTo(t testing.TB, tr *httpretry.Transport, host string) {
+	req, _ := http.NewRequest(http.MethodGet, "https://"+host+"/", nil)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+}
+
+// TestPerHostStateIsBounded: hosts that only succeed hold no state,
+// however many there are; hosts that failed hold state up to a bound,
+// which drops the least recently used first.
+func TestPerHostStateIsBounded(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tr := &httpretry.Transport{Base: hostsBase, Policy: httpretry.Policy{
+			MaxAttempts: 1,
+			Breaker:     httpretry.BreakerPolicy{ConsecutiveFailures: 5},
+		}}
+		for i := range 20_000 {
+			sendTo(t, tr, fmt.Sprintf("up-%d.example.com", i))
+		}
+		assert.Empty(t, tr.Stats(), "no state for hosts that only succeeded")
+
+		for i := range 12_000 {
+			sendTo(t, tr, fmt.Sprintf("down-%d.example.com", i))
+			time.Sleep(time.Millisecond) // an order of use
+		}
+		stats := tr.Stats()
+		assert.LessOrEqual(t, len(stats), 10_000, "at most 10,000 hosts keep state")
+		assert.Greater(t, len(stats), 8_000)
+		seen := map[string]bool{}
+		for _, s := range stats {
+			seen[s.Host] = true
+		}
+		assert.True(t, seen["down-11999.example.com:443"], "the most recent host is kept")
+		assert.False(t, seen["down-0.example.com:443"], "the least recently used went first")
+	})
+}
+
+// TestIdleStateIsDropped: state at rest is dropped after a minute, and any
+// state after ten minutes without a request.
+func TestIdleStateIsDropped(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var down = map[string]bool{"a.example.com": true, "b.example.com": true}
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			code := 200
+			if down[req.URL.Host] {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody}, nil
+		})
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+		sendTo(t, tr, "a.example.com") // drains 15 tokens
+		sendTo(t, tr, "b.example.com")
+		require.Len(t, tr.Stats(), 2)
+
+		// a recovers: 15 successes refill its bucket, so its state is at rest.
+		down["a.example.com"] = false
+		for range 15 {
+			sendTo(t, tr, "a.example.com")
+		}
+		time.Sleep(2 * time.Minute)
+		sendTo(t, tr, "c.example.com") // any new state sweeps the table
+		down["c.example.com"] = true
+		sendTo(t, tr, "c.example.com")
+		hosts := func() []string {
+			var h []string
+			for _, s := range tr.Stats() {
+				h = append(h, s.Host)
+			}
+			return h
+		}
+		assert.Equal(t, []string{"b.example.com:443", "c.example.com:443"}, hosts(), "a was at rest: dropped")
+
+		time.Sleep(11 * time.Minute)
+		down["d.example.com"] = true
+		sendTo(t, tr, "d.example.com")
+		assert.Equal(t, []string{"d.example.com:443"}, hosts(), "b and c were idle for ten minutes: dropped")
+	})
+}
+
+// BenchmarkHostStateMemory sends one request to each of a million distinct
+// hosts that answer 200 and reports the heap's growth: hosts that only
+// succeed hold no state. Target: at most 8 MiB.
+func BenchmarkHostStateMemory(b *testing.B) {
+	const hosts = 1_000_000
+	names := make([]string, hosts)
+	for i := range names {
+		names[i] = fmt.Sprintf("host-%d.example.com", i)
+	}
+	reqs := make([]*http.Request, hosts)
+	for i, n := range names {
+		reqs[i], _ = http.NewRequest(http.MethodGet, "https://"+n+"/", nil)
+	}
+	for _, tc := range []struct {
+		name   string
+		policy httpretry.Policy
+	}{
+		{"default-budget", httpretry.Policy{}},
+		{"no-budget", httpretry.Policy{NewBudget: httpretry.NoBudget}},
+		{"breaker", httpretry.Policy{Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 5}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var grown float64
+			for range b.N {
+				tr := &httpretry.Transport{Base: hostsBase, Policy: tc.policy}
+				before := heapInUse()
+				for _, req := range reqs {
+					resp, err := tr.RoundTrip(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+				grown = float64(heapInUse()-before) / (1 << 20)
+				runtime.KeepAlive(tr)
+			}
+			b.ReportMetric(grown, "heap-MiB/1M-hosts")
+		})
+	}
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}

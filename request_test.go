@@ -1,0 +1,34 @@
+package httpretry_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seedhq/httpretry"
+)
+
+// TestNilHeaderIsInvalid: a request with a nil Header is refused before any
+// attempt, as http.Transport refuses it, instead of panicking when a key or
+// an attempt header is added, or retrying net/http's permanent error.
+func TestNilHeaderIsInvalid(t *testing.T) {
+	t.Parallel()
+	for _, p := range []httpretry.Policy{
+		{},                       // POST gets an idempotency key
+		{AttemptHeader: "X-Try"}, // every attempt gets a header
+		{Keys: httpretry.KeyPolicy{Disabled: true}}, // nothing added
+	} {
+		fake := newFake(t, status(200))
+		body := newCountingBody("x")
+		req := &http.Request{Method: http.MethodPost, URL: &url.URL{Scheme: "https", Host: "api.example.com", Path: "/"}, Body: body}
+		resp, err := (&httpretry.Transport{Base: fake, Policy: p}).RoundTrip(req)
+		assert.Nil(t, resp)
+		require.ErrorIs(t, err, httpretry.ErrInvalidRequest)
+		assert.ErrorContains(t, err, "nil Header")
+		assert.Empty(t, fake.attempts())
+		assert.EqualValues(t, 1, body.closed.Load(), "body closed")
+	}
+}

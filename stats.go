@@ -1,0 +1,71 @@
+package httpretry
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// HostStats is a snapshot of what a Transport keeps for one host.
+type HostStats struct {
+	Host string // the host's key, as Attempt.Host
+
+	HasBudget       bool    // the host has a retry budget
+	BudgetAvailable float64 // what the budget holds now, in its own units (tokens, retries), if it reports a level
+	BudgetCapacity  float64 // what it holds when full; 0 if it does not report a level
+
+	HasBreaker          bool         // the host has a circuit breaker
+	BreakerState        BreakerState // BreakerClosed without a breaker
+	BreakerSuccesses    uint32       // successes counted in the breaker's window
+	BreakerFailures     uint32       // failures counted in the breaker's window
+	ConsecutiveFailures uint32       // failures in a row, as the breaker counts them
+
+	Attempts      int64     // attempts sent since the host got state, hedges included
+	Retries       int64     // of which retries and hedges
+	LastFailure   Class     // class of the last failed attempt; ClassDefault if none
+	LastFailureAt time.Time // when it failed; zero if none
+	LastUsed      time.Time // when a request last used this state
+}
+
+// Stats returns a snapshot of the hosts the Transport keeps state for,
+// sorted by host. A host gets state at its first failure; a host that has
+// only succeeded has none and is not listed, and state that is back at
+// rest (a full budget, a closed breaker without failures) is dropped after
+// a minute. At most 10,000 hosts have state at a time. Stats is safe to
+// call while requests flow; it allocates only the returned slice.
+func (t *Transport) Stats() []HostStats {
+	t.init()
+	out := make([]HostStats, 0, t.states.n.Load())
+	t.states.m.Range(func(_, v any) bool {
+		out = append(out, v.(*hostState).snapshot())
+		return true
+	})
+	slices.SortFunc(out, func(a, b HostStats) int { return cmp.Compare(a.Host, b.Host) })
+	return out
+}
+
+func (s *hostState) snapshot() HostStats {
+	st := HostStats{
+		Host:        s.key,
+		Attempts:    s.attempts.Load(),
+		Retries:     s.retries.Load(),
+		LastFailure: Class(s.lastClass.Load()),
+		LastUsed:    time.Unix(0, s.lastUsed.Load()),
+	}
+	if at := s.lastFailure.Load(); at != 0 {
+		st.LastFailureAt = time.Unix(0, at)
+	}
+	if s.budget != nil {
+		st.HasBudget = true
+		if l, ok := s.budget.(leveler); ok {
+			st.BudgetAvailable, st.BudgetCapacity = l.Level()
+		}
+	}
+	if s.breaker != nil {
+		state, counts := s.breaker.state()
+		st.HasBreaker, st.BreakerState = true, state
+		st.BreakerSuccesses, st.BreakerFailures = counts.TotalSuccesses, counts.TotalFailures
+		st.ConsecutiveFailures = counts.ConsecutiveFailures
+	}
+	return st
+}

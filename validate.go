@@ -1,0 +1,139 @@
+package httpretry
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+)
+
+// Validate reports every invalid Hosts key and Policy value of the
+// Transport at once, each error naming its field path (for example
+// Transport.Hosts["api.example.com"].MaxAttempts) and wrapping
+// ErrInvalidPolicy. Call it at start-up to fail fast: RoundTrip fails every
+// request with the same errors until the configuration is fixed. A nil
+// error means every request can be sent. Validate reads the configuration
+// once; like RoundTrip, it must not race with changes to the fields.
+func (t *Transport) Validate() error {
+	t.init()
+	return t.hosts.err
+}
+
+// invalidf returns an error wrapping ErrInvalidPolicy for the field at path.
+func invalidf(path, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidPolicy, path, fmt.Sprintf(format, args...))
+}
+
+// check reports the fields of p that are invalid on their own, each named
+// under path.
+func (p *Policy) check(path string) []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, invalidf(path+"."+field, format, args...))
+	}
+	header := func(field, name string) {
+		if name != "" && !validToken(name) {
+			bad(field, "%q is not a valid header name", name)
+		}
+	}
+	if p.MaxAttempts < 0 {
+		bad("MaxAttempts", "%d is negative", p.MaxAttempts)
+	}
+	if v, ok := p.Backoff.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			bad("Backoff", "%v", err)
+		}
+	}
+	if p.MaxRetryAfter < 0 {
+		bad("MaxRetryAfter", "%v is negative", p.MaxRetryAfter)
+	}
+	header("AttemptHeader", p.AttemptHeader)
+	header("Keys.Header", p.Keys.Header)
+	for i, m := range p.Keys.Methods {
+		if !validToken(m) {
+			bad(fmt.Sprintf("Keys.Methods[%d]", i), "%q is not a valid method", m)
+		}
+	}
+	header("Hints.ShouldRetryHeader", p.Hints.ShouldRetryHeader)
+	header("Hints.ResetHeader", p.Hints.ResetHeader)
+	if f := p.Hints.ResetFormat; f != ResetDeltaSeconds && f != ResetEpochSeconds {
+		bad("Hints.ResetFormat", "%d is not a known format", f)
+	}
+	if p.Hedge.Delay < 0 {
+		bad("Hedge.Delay", "%v is negative", p.Hedge.Delay)
+	}
+	if p.Hedge.MaxHedges < 0 {
+		bad("Hedge.MaxHedges", "%d is negative", p.Hedge.MaxHedges)
+	}
+	errs = append(errs, p.Breaker.check(path+".Breaker")...)
+	return errs
+}
+
+// checkMerged reports the combinations of fields that are invalid in the
+// policy that applies, p, which has inherited what it left zero.
+func (p *Policy) checkMerged(path string) error {
+	if p.AttemptHeader == "" {
+		return nil
+	}
+	ah := http.CanonicalHeaderKey(p.AttemptHeader)
+	kh := http.CanonicalHeaderKey(p.Keys.Header)
+	if ah == kh || ah == "Idempotency-Key" || ah == "X-Idempotency-Key" {
+		return invalidf(path+".AttemptHeader", "%q would overwrite idempotency keys with attempt numbers", p.AttemptHeader)
+	}
+	return nil
+}
+
+// check reports nonsense breaker settings.
+func (b *BreakerPolicy) check(path string) []error {
+	if b.Disabled || *b == (BreakerPolicy{}) {
+		return nil
+	}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, invalidf(path+"."+field, format, args...))
+	}
+	if b.ConsecutiveFailures < 0 {
+		bad("ConsecutiveFailures", "%d is negative", b.ConsecutiveFailures)
+	}
+	if !(b.FailureRatio >= 0 && b.FailureRatio <= 1) || math.IsNaN(b.FailureRatio) {
+		bad("FailureRatio", "%v is not in [0, 1]", b.FailureRatio)
+	}
+	if b.MinRequests < 0 {
+		bad("MinRequests", "%d is negative", b.MinRequests)
+	}
+	if b.Window < 0 {
+		bad("Window", "%v is negative", b.Window)
+	}
+	if b.OpenFor < 0 {
+		bad("OpenFor", "%v is negative", b.OpenFor)
+	}
+	if b.HalfOpenAttempts < 0 {
+		bad("HalfOpenAttempts", "%d is negative", b.HalfOpenAttempts)
+	}
+	if b.ConsecutiveFailures == 0 && b.FailureRatio == 0 {
+		errs = append(errs, invalidf(path, "no trip rule: set ConsecutiveFailures or FailureRatio (or Disabled)"))
+	}
+	return errs
+}
+
+// joinUnique joins errs, dropping repeats of the same text: a policy
+// compiled under several parents reports each problem once.
+func joinUnique(errs []error) error {
+	seen := make(map[string]bool, len(errs))
+	out := errs[:0]
+	for _, err := range errs {
+		if s := err.Error(); !seen[s] {
+			seen[s] = true
+			out = append(out, err)
+		}
+	}
+	return errors.Join(out...)
+}
+
+// fieldPath names a Hosts entry in errors.
+func fieldPath(key string) string {
+	if key == "" {
+		return "Transport.Policy"
+	}
+	return fmt.Sprintf("Transport.Hosts[%q]", key)
+}
