@@ -89,12 +89,12 @@ func loadSignal(ctx context.Context, resp *http.Response, err error) signal {
 	switch {
 	case errors.Is(err, ErrAttemptTimeout), errors.As(err, &ne) && ne.Timeout():
 		return signalOverloaded // dial timeouts included: a full accept queue drops SYNs
-	case refusedStream(err):
+	case h2Error(err, h2RefusedStream):
 		return signalOverloaded
 	case classifyError(err) == ClassTransient:
 		return signalOverloaded // resets, EOF before the response, GOAWAY
 	}
-	return signalNone
+	return signalNone // not processed, fatal, or an error these rules do not know
 }
 
 // refusedLocally reports whether err is a refusal by one of the Transport's

@@ -8,6 +8,7 @@ package httpretry
 // controls (docs/overload.md, "Integration").
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -209,7 +210,7 @@ func (a simArm) client(host http.RoundTripper, p Policy) http.RoundTripper {
 	if a.throttle == nil && a.limiter == nil && !a.pace {
 		return &Transport{Base: host, Policy: p}
 	}
-	g := &guard{next: host, attemptTimeout: p.AttemptTimeout, maxWait: cmpOr(p.MaxRetryAfter, DefaultMaxRetryAfter)}
+	g := &guard{next: host, attemptTimeout: p.AttemptTimeout, maxWait: cmp.Or(p.MaxRetryAfter, DefaultMaxRetryAfter)}
 	if a.throttle != nil {
 		g.th = newThrottle(*a.throttle)
 	}
