@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-
-	"github.com/seedhq/httpretry"
 )
 
 // TestHostQueue checks the simulated host against arithmetic: a FIFO of
@@ -69,7 +67,7 @@ func TestMetastableOnTransport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := DefaultMetastable(180 * time.Second)
 		r := RunMetastableTransport(c, RetryBudget(), 1)
-		events := RunMetastable(metastable(httpretry.DefaultBudget), 1)
+		events := RunMetastable(metastable(DefaultBudget), 1)
 		assert.InEpsilon(t, events.Backlog, r.Backlog, 0.05, "backlog left by the blip")
 		if assert.NotZero(t, r.Recovered, "never recovered") {
 			took, limit := r.Recovered-c.BlipEnd, c.RecoveryLimit(r.Backlog)
