@@ -142,6 +142,7 @@ type attempt struct {
 	cancel    context.CancelCauseFunc // ends ctx
 	timer     *time.Timer             // AttemptTimeout's timer, nil without one
 	breakDone func(error)             // reports the outcome to the breaker; nil without one
+	adm       admission               // what the host's overload controls gave it
 	drained   bool                    // the response's body was drained and closed
 }
 

@@ -42,33 +42,39 @@ type StopReason int
 
 // Why a RoundTrip stopped. The zero value, StopNone, means it has not.
 const (
-	StopNone          StopReason = iota // retrying continues after this attempt
-	StopSuccess                         // the response was classified a success
-	StopFatal                           // the outcome is not worth retrying (a 404, a certificate error, …)
-	StopAttempts                        // MaxAttempts reached
-	StopNotReplayable                   // the request could not safely be sent again
-	StopContext                         // the caller's context ended
-	StopDeadline                        // the next wait would end after the context's deadline
-	StopRetryAfter                      // the server asked for a wait above MaxRetryAfter (Retry-After or a rate-limit hint)
-	StopBudget                          // the retry budget refused the retry
-	StopInvalid                         // the request or policy was invalid; nothing was sent
-	StopBreaker                         // the circuit breaker is open
-	StopRefused                         // Policy.PrepareRetry refused the retry
+	StopNone             StopReason = iota // retrying continues after this attempt
+	StopSuccess                            // the response was classified a success
+	StopFatal                              // the outcome is not worth retrying (a 404, a certificate error, …)
+	StopAttempts                           // MaxAttempts reached
+	StopNotReplayable                      // the request could not safely be sent again
+	StopContext                            // the caller's context ended
+	StopDeadline                           // the next wait would end after the context's deadline
+	StopRetryAfter                         // the server asked for a wait above MaxRetryAfter (Retry-After or a rate-limit hint)
+	StopBudget                             // the retry budget refused the retry
+	StopInvalid                            // the request or policy was invalid; nothing was sent
+	StopBreaker                            // the circuit breaker is open
+	StopRefused                            // Policy.PrepareRetry refused the retry
+	StopThrottled                          // adaptive throttling refused the attempt (ErrThrottled)
+	StopConcurrencyLimit                   // the concurrency limit refused the attempt (ErrConcurrencyLimit)
+	StopRateLimited                        // the host's announced rate limit is spent (ErrRateLimited)
 )
 
 var stopNames = [...]string{
-	StopNone:          "none",
-	StopSuccess:       "success",
-	StopFatal:         "not retryable",
-	StopAttempts:      "attempts exhausted",
-	StopNotReplayable: "request not replayable",
-	StopContext:       "context done",
-	StopDeadline:      "wait would pass the deadline",
-	StopRetryAfter:    "server-requested wait above MaxRetryAfter",
-	StopBudget:        "retry budget exhausted",
-	StopInvalid:       "invalid request or policy",
-	StopBreaker:       "circuit breaker open",
-	StopRefused:       "retry refused by PrepareRetry",
+	StopNone:             "none",
+	StopSuccess:          "success",
+	StopFatal:            "not retryable",
+	StopAttempts:         "attempts exhausted",
+	StopNotReplayable:    "request not replayable",
+	StopContext:          "context done",
+	StopDeadline:         "wait would pass the deadline",
+	StopRetryAfter:       "server-requested wait above MaxRetryAfter",
+	StopBudget:           "retry budget exhausted",
+	StopInvalid:          "invalid request or policy",
+	StopBreaker:          "circuit breaker open",
+	StopRefused:          "retry refused by PrepareRetry",
+	StopThrottled:        "throttled",
+	StopConcurrencyLimit: "concurrency limit reached",
+	StopRateLimited:      "rate limit spent",
 }
 
 // String returns a short lower-case description, as used in logs, metrics

@@ -176,6 +176,7 @@ func reap(results <-chan result, pending int) {
 		if r.a.breakDone != nil {
 			r.a.breakDone(errBreakerExcluded)
 		}
+		r.a.adm.done(time.Now(), signalNone, nil, nil)
 		r.a.end()
 	}
 }

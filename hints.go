@@ -40,6 +40,14 @@ type HintPolicy struct {
 	// ResetFormat says how ResetHeader counts. The zero value is
 	// ResetDeltaSeconds.
 	ResetFormat ResetFormat
+
+	// RemainingHeader names a legacy header that counts the requests left
+	// before ResetHeader's reset, such as X-RateLimit-Remaining (GitHub,
+	// Stripe). It is read with ResetHeader, which must be set too, and only
+	// to pace requests (OverloadPolicy.Pace): every response carrying both
+	// tells how many more requests may be sent before the reset. "" means
+	// none.
+	RemainingHeader string
 }
 
 // ResetFormat is the unit of a rate-limit reset header.
@@ -103,7 +111,35 @@ func parseRateLimit(v string) (time.Duration, bool) {
 		best  time.Duration
 		found bool
 	)
-	for _, item := range strings.Split(v, ",") {
+	rateLimitItems(v, func(r, t int64) {
+		if r > 0 {
+			return
+		}
+		if d := time.Duration(t) * time.Second; !found || d > best {
+			best, found = d, true
+		}
+	})
+	return best, found
+}
+
+// parseRateLimitQuota reads the most constrained quota from a RateLimit
+// field value: the item with the fewest requests remaining (r), the longest
+// t among equals, and returns its r and t. Items without r are skipped:
+// they do not say what is left.
+func parseRateLimitQuota(v string) (reset time.Duration, remaining int64, ok bool) {
+	rateLimitItems(v, func(r, t int64) {
+		d := time.Duration(t) * time.Second
+		if r >= 0 && (!ok || r < remaining || r == remaining && d > reset) {
+			reset, remaining, ok = d, r, true
+		}
+	})
+	return reset, remaining, ok
+}
+
+// rateLimitItems calls f with the r (−1 when absent) and t of every item
+// of a RateLimit field value that has a usable t.
+func rateLimitItems(v string, f func(r, t int64)) {
+	for item := range strings.SplitSeq(v, ",") {
 		params := strings.Split(item, ";")
 		r, t := int64(-1), int64(-1)
 		for _, p := range params[1:] {
@@ -122,14 +158,10 @@ func parseRateLimit(v string) (time.Duration, bool) {
 				t = n
 			}
 		}
-		if t < 0 || r > 0 {
-			continue
-		}
-		if d := time.Duration(t) * time.Second; !found || d > best {
-			best, found = d, true
+		if t >= 0 {
+			f(r, t)
 		}
 	}
-	return best, found
 }
 
 // parseReset reads a legacy reset header as delta or epoch seconds. A reset

@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// Bounds on per-host state. A host gets state at its first failure (or, for
-// a mechanism that learns from every request, at its first request); a host
-// that has only succeeded holds none, since a full budget and a closed
-// breaker with no failures behave exactly like new ones.
+// Bounds on per-host state. A host gets state at its first failure (or,
+// with an overload control on, which learns from every request, at its
+// first request); a host that has only succeeded holds none, since a full
+// budget and a closed breaker with no failures behave exactly like new
+// ones.
 const (
 	// maxHosts bounds the hosts with state. Past it, entries at rest go
 	// first, then the least recently used.
@@ -28,6 +29,11 @@ type hostState struct {
 	key     string // "host:port", as Attempt.Host
 	budget  Budget
 	breaker *breaker
+
+	// The overload controls, each nil when its policy is off.
+	throttle *throttle
+	limiter  *limiter
+	pacer    *pacer
 
 	lastUsed    atomic.Int64 // Unix nanoseconds
 	attempts    atomic.Int64
@@ -52,7 +58,8 @@ func (s *hostState) atRest(now time.Time) bool {
 	default:
 		return false // a budget of the caller's: only idleness drops it
 	}
-	return s.breaker == nil || s.breaker.atRest()
+	return (s.breaker == nil || s.breaker.atRest()) &&
+		s.throttle.atRest(now) && s.limiter.atRest(now) && s.pacer.atRest(now)
 }
 
 func (s *hostState) touch(now time.Time) { s.lastUsed.Store(now.UnixNano()) }
@@ -93,6 +100,17 @@ func (t *hostStates) create(h hostPort, p *policy, now time.Time) *hostState {
 	s := &hostState{key: key, budget: p.budgetFor(key)}
 	if p.breaker != nil {
 		s.breaker = newBreaker(key, p.breaker)
+	}
+	if o := p.overload; o != nil {
+		if o.Throttle {
+			s.throttle = newThrottle(throttleConfig{K: o.ThrottleK, Window: o.ThrottleWindow})
+		}
+		if o.Limit {
+			s.limiter = newLimiter(limiterConfig{Max: o.LimitMax, Min: o.LimitMin, Queue: o.LimitQueue})
+		}
+		if o.Pace {
+			s.pacer = newPacer()
+		}
 	}
 	s.touch(now)
 	v, loaded := t.m.LoadOrStore(h, s)

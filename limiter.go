@@ -64,7 +64,7 @@ type limiter struct {
 	inflight atomic.Int64
 	waiting  atomic.Int64  // attempts queued or about to queue
 	lastCut  atomic.Int64  // UnixNano of the last decrease; math.MinInt64 before any
-	rejected atomic.Uint64 // attempts refused since creation, for Stats
+	rejected atomic.Uint64 // attempts refused since creation, those whose wait ended included, for Stats
 	// The fastest answers, in two buckets of Forget each: the current and
 	// the last, so that the minimum forgets a past that no longer holds.
 	rtts [2]struct{ epoch, ns atomic.Int64 }
@@ -170,6 +170,7 @@ func (l *limiter) acquire(ctx context.Context, now time.Time) error {
 		return nil
 	case <-ctx.Done():
 	}
+	l.rejected.Add(1)
 	l.mu.Lock()
 	if i := slices.Index(l.queue, ready); i >= 0 {
 		l.queue = slices.Delete(l.queue, i, i+1)

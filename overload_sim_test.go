@@ -8,7 +8,6 @@ package httpretry
 // controls (docs/overload.md, "Integration").
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -32,7 +31,7 @@ type guard struct {
 	th             *throttle
 	lim            *limiter
 	pc             *pacer
-	pcfg           pacerConfig
+	pcfg           HintPolicy
 	attemptTimeout time.Duration
 	maxWait        time.Duration // MaxRetryAfter
 }
@@ -207,28 +206,17 @@ type simArm struct {
 }
 
 func (a simArm) client(host http.RoundTripper, p Policy) http.RoundTripper {
-	if a.throttle == nil && a.limiter == nil && !a.pace {
-		return &Transport{Base: host, Policy: p}
-	}
-	g := &guard{next: host, attemptTimeout: p.AttemptTimeout, maxWait: cmp.Or(p.MaxRetryAfter, DefaultMaxRetryAfter)}
 	if a.throttle != nil {
-		g.th = newThrottle(*a.throttle)
+		p.Overload.Throttle, p.Overload.ThrottleK, p.Overload.ThrottleWindow = true, a.throttle.K, a.throttle.Window
 	}
 	if a.limiter != nil {
-		g.lim = newLimiter(*a.limiter)
+		p.Overload.Limit, p.Overload.LimitQueue = true, a.limiter.Queue
 	}
 	if a.pace {
-		g.pc = newPacer()
-		g.pcfg = pacerConfig{Hints: p.Hints, RemainingHeader: "X-RateLimit-Remaining"}
+		p.Overload.Pace = true
+		p.Hints.RemainingHeader = "X-RateLimit-Remaining"
 	}
-	p.AttemptTimeout = 0 // the guard times attempts, after their admission
-	p.Classify = func(_ *http.Request, _ *http.Response, err error) Class {
-		if err != nil && refusedLocally(err) {
-			return ClassFatal // the integrated Transport stops on these, keeping the last answer
-		}
-		return ClassDefault
-	}
-	return &Transport{Base: g, Policy: p}
+	return &Transport{Base: host, Policy: p}
 }
 
 // simTraffic sends Poisson arrivals at rate for d through client and

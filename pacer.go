@@ -10,30 +10,17 @@ import (
 	"time"
 )
 
-// pacerConfig configures a pacer: which of the host's answers announce its
-// rate limit.
-type pacerConfig struct {
-	// Hints are the policy's server hints: the RateLimit field (unless
-	// IgnoreRateLimit) and ResetHeader with its ResetFormat are read as in
-	// retry waits.
-	Hints HintPolicy
-	// RemainingHeader names a legacy header that counts the requests left
-	// before ResetHeader's reset, such as X-RateLimit-Remaining. It is read
-	// only with ResetHeader. "" means none.
-	RemainingHeader string
-}
-
 // pacer paces the attempts sent to one host by the rate limit the host
 // announced, so that they wait for the reset instead of collecting 429s,
 // as go-github refuses a call it knows the limit would refuse. It learns
 // the limit from answers:
 //
 //   - a 429 with Retry-After: spent until then;
-//   - a RateLimit field (draft-ietf-httpapi-ratelimit-headers) with an
-//     exhausted quota (r=0): spent for its t seconds;
-//   - RemainingHeader with ResetHeader (X-RateLimit-Remaining and
-//     X-RateLimit-Reset, as GitHub sends them): that many requests left
-//     until the reset.
+//   - a RateLimit field (draft-ietf-httpapi-ratelimit-headers): r requests
+//     left for its t seconds, those of the item with the fewest left;
+//   - HintPolicy.RemainingHeader with ResetHeader (X-RateLimit-Remaining
+//     and X-RateLimit-Reset, as GitHub sends them): that many requests
+//     left until the reset.
 //
 // Until the reset it admits an attempt only while fewer than the remaining
 // requests are in flight; with none left, the attempt is told how long to
@@ -101,38 +88,44 @@ func (p *pacer) done() {
 	}
 }
 
-// observe learns the host's rate limit from resp, received at now.
-func (p *pacer) observe(now time.Time, resp *http.Response, c *pacerConfig) {
+// observe learns the host's rate limit from resp, received at now, as h
+// says to read it.
+func (p *pacer) observe(now time.Time, resp *http.Response, h *HintPolicy) {
 	if p == nil {
 		return
 	}
-	if d, left, ok := announced(now, resp, c); ok {
+	if d, left, ok := announced(now, resp, h); ok {
 		p.update(now, now.Add(d).UnixNano(), left)
 	}
 }
 
 // announced reads the rate limit resp announces: how long until it resets
 // and how many requests are left until then.
-func announced(now time.Time, resp *http.Response, c *pacerConfig) (time.Duration, int64, bool) {
+func announced(now time.Time, resp *http.Response, h *HintPolicy) (time.Duration, int64, bool) {
 	if resp == nil {
 		return 0, 0, false
 	}
-	if resp.StatusCode == http.StatusTooManyRequests {
+	limited := resp.StatusCode == http.StatusTooManyRequests
+	if limited {
 		if d, ok := retryAfter(resp, now); ok {
 			return d, 0, true
 		}
 	}
-	if !c.Hints.IgnoreRateLimit {
+	if !h.IgnoreRateLimit {
 		if vs := resp.Header.Values("RateLimit"); len(vs) > 0 {
-			if d, ok := parseRateLimit(strings.Join(vs, ",")); ok {
-				return d, 0, true
+			v := strings.Join(vs, ",")
+			if d, left, ok := parseRateLimitQuota(v); ok {
+				return d, left, true
+			}
+			if d, ok := parseRateLimit(v); ok && limited {
+				return d, 0, true // a 429 whose items do not say what is left: nothing is
 			}
 		}
 	}
-	if c.RemainingHeader == "" || c.Hints.ResetHeader == "" {
+	if h.RemainingHeader == "" || h.ResetHeader == "" {
 		return 0, 0, false
 	}
-	rs, ts := resp.Header.Values(c.RemainingHeader), resp.Header.Values(c.Hints.ResetHeader)
+	rs, ts := resp.Header.Values(h.RemainingHeader), resp.Header.Values(h.ResetHeader)
 	if len(rs) != 1 || len(ts) != 1 {
 		return 0, 0, false
 	}
@@ -140,7 +133,7 @@ func announced(now time.Time, resp *http.Response, c *pacerConfig) (time.Duratio
 	if err != nil || left < 0 {
 		return 0, 0, false
 	}
-	d, ok := parseReset(ts[0], c.Hints.ResetFormat, now)
+	d, ok := parseReset(ts[0], h.ResetFormat, now)
 	return d, left, ok
 }
 

@@ -16,35 +16,36 @@ func answer(code int, kv ...string) *http.Response {
 	return &http.Response{StatusCode: code, Header: h}
 }
 
-var githubStyle = pacerConfig{
-	Hints:           HintPolicy{ResetHeader: "X-RateLimit-Reset", ResetFormat: ResetEpochSeconds},
-	RemainingHeader: "X-RateLimit-Remaining",
-}
+var githubStyle = HintPolicy{ResetHeader: "X-RateLimit-Reset", ResetFormat: ResetEpochSeconds, RemainingHeader: "X-RateLimit-Remaining"}
 
 func TestPacerAnnouncements(t *testing.T) {
 	t.Parallel()
 	epoch := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).Unix(), 10) }
 	cases := []struct {
 		name     string
-		c        pacerConfig
+		c        HintPolicy
 		resp     *http.Response
 		wait     time.Duration // what the next attempt is told, with one in flight
 		resetsIn time.Duration // 0: nothing in force
 	}{
-		{"429 with Retry-After", pacerConfig{}, answer(429, "Retry-After", "7"), 7 * time.Second, 7 * time.Second},
-		{"503 with Retry-After: not a quota", pacerConfig{}, answer(503, "Retry-After", "7"), 0, 0},
-		{"429 without hints", pacerConfig{}, answer(429), 0, 0},
-		{"RateLimit exhausted", pacerConfig{}, answer(200, "RateLimit", `"default";r=0;t=5`), 5 * time.Second, 5 * time.Second},
-		{"RateLimit ignored", pacerConfig{Hints: HintPolicy{IgnoreRateLimit: true}}, answer(200, "RateLimit", `"default";r=0;t=5`), 0, 0},
-		{"RateLimit with quota left", pacerConfig{}, answer(200, "RateLimit", `"default";r=9;t=5`), 0, 0},
+		{"429 with Retry-After", HintPolicy{}, answer(429, "Retry-After", "7"), 7 * time.Second, 7 * time.Second},
+		{"503 with Retry-After: not a quota", HintPolicy{}, answer(503, "Retry-After", "7"), 0, 0},
+		{"429 without hints", HintPolicy{}, answer(429), 0, 0},
+		{"RateLimit exhausted", HintPolicy{}, answer(200, "RateLimit", `"default";r=0;t=5`), 5 * time.Second, 5 * time.Second},
+		{"RateLimit ignored", HintPolicy{IgnoreRateLimit: true}, answer(200, "RateLimit", `"default";r=0;t=5`), 0, 0},
+		{"RateLimit with quota left", HintPolicy{}, answer(200, "RateLimit", `"default";r=9;t=5`), 0, 5 * time.Second},
+		{"RateLimit, one left, one in flight", HintPolicy{}, answer(200, "RateLimit", `"default";r=1;t=5`), 5 * time.Second, 5 * time.Second},
+		{"RateLimit, the item with the fewest left", HintPolicy{}, answer(200, "RateLimit", `"a";r=1;t=5, "b";r=50;t=60`), 5 * time.Second, 5 * time.Second},
+		{"RateLimit without r on a 200: says nothing", HintPolicy{}, answer(200, "RateLimit", `"default";t=5`), 0, 0},
+		{"RateLimit without r on a 429: spent", HintPolicy{}, answer(429, "RateLimit", `"default";t=5`), 5 * time.Second, 5 * time.Second},
 		{"remaining 0, epoch reset", githubStyle, answer(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(40*time.Second)), 40 * time.Second, 40 * time.Second},
 		{"remaining 2, epoch reset", githubStyle, answer(200, "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(40*time.Second)), 0, 40 * time.Second},
 		{"remaining 1, one in flight", githubStyle, answer(200, "X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(40*time.Second)), 40 * time.Second, 40 * time.Second},
-		{"remaining without a reset header configured", pacerConfig{RemainingHeader: "X-RateLimit-Remaining"}, answer(200, "X-RateLimit-Remaining", "0"), 0, 0},
+		{"remaining without a reset header configured", HintPolicy{RemainingHeader: "X-RateLimit-Remaining"}, answer(200, "X-RateLimit-Remaining", "0"), 0, 0},
 		{"remaining garbage", githubStyle, answer(200, "X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", epoch(time.Minute)), 0, 0},
-		{"delta reset", pacerConfig{Hints: HintPolicy{ResetHeader: "X-RateLimit-Reset"}, RemainingHeader: "X-RateLimit-Remaining"},
+		{"delta reset", HintPolicy{ResetHeader: "X-RateLimit-Reset", RemainingHeader: "X-RateLimit-Remaining"},
 			answer(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "3"), 3 * time.Second, 3 * time.Second},
-		{"Retry-After before RateLimit", pacerConfig{}, answer(429, "Retry-After", "2", "RateLimit", `"default";r=0;t=9`), 2 * time.Second, 2 * time.Second},
+		{"Retry-After before RateLimit", HintPolicy{}, answer(429, "Retry-After", "2", "RateLimit", `"default";r=0;t=9`), 2 * time.Second, 2 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +72,7 @@ func TestPacerAnnouncements(t *testing.T) {
 func TestPacerWaitsAndRefuses(t *testing.T) {
 	t.Parallel()
 	p := newPacer()
-	p.observe(t0, answer(429, "Retry-After", "30"), &pacerConfig{})
+	p.observe(t0, answer(429, "Retry-After", "30"), &HintPolicy{})
 	if wait, ok := p.admit(t0.Add(10*time.Second), 25*time.Second); wait != 20*time.Second || !ok {
 		t.Errorf("within the ceiling: %v, %v", wait, ok)
 	}
@@ -105,7 +106,7 @@ func TestPacerWaitsAndRefuses(t *testing.T) {
 func TestPacerStaleAnswers(t *testing.T) {
 	t.Parallel()
 	p := newPacer()
-	c := pacerConfig{Hints: HintPolicy{ResetHeader: "Reset"}, RemainingHeader: "Left"}
+	c := HintPolicy{ResetHeader: "Reset", RemainingHeader: "Left"}
 	p.observe(t0, answer(200, "Left", "0", "Reset", "10"), &c)
 	p.observe(t0, answer(200, "Left", "5", "Reset", "9"), &c) // sent earlier, answered later
 	if s := p.snapshot(t0); s.Remaining != 0 || s.Reset != t0.Add(10*time.Second) {
@@ -125,7 +126,7 @@ func TestPacerStaleAnswers(t *testing.T) {
 func TestPacerNil(t *testing.T) {
 	t.Parallel()
 	var p *pacer
-	p.observe(t0, answer(429, "Retry-After", "3"), &pacerConfig{})
+	p.observe(t0, answer(429, "Retry-After", "3"), &HintPolicy{})
 	p.done()
 	if wait, ok := p.admit(t0, 0); wait != 0 || !ok || !p.atRest(t0) || p.snapshot(t0).Remaining != -1 {
 		t.Error("a nil pacer must admit everything and be at rest")
@@ -137,7 +138,7 @@ func TestPacerNil(t *testing.T) {
 func TestPacerConcurrent(t *testing.T) {
 	t.Parallel()
 	p := newPacer()
-	c := pacerConfig{Hints: HintPolicy{ResetHeader: "Reset"}, RemainingHeader: "Left"}
+	c := HintPolicy{ResetHeader: "Reset", RemainingHeader: "Left"}
 	p.observe(t0, answer(200, "Left", "3", "Reset", "60"), &c)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -167,7 +168,7 @@ func TestPacerConcurrent(t *testing.T) {
 func BenchmarkPacerAdmit(b *testing.B) {
 	p := newPacer()
 	p.observe(t0, answer(200, "X-RateLimit-Remaining", "4999", "X-RateLimit-Reset", "3600"),
-		&pacerConfig{Hints: HintPolicy{ResetHeader: "X-RateLimit-Reset"}, RemainingHeader: "X-RateLimit-Remaining"})
+		&HintPolicy{ResetHeader: "X-RateLimit-Reset", RemainingHeader: "X-RateLimit-Remaining"})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -18,7 +18,7 @@ import (
 // A Policy is never written to: defaults are resolved when it is used, so
 // one value can be shared. In Transport.Hosts and in WithPolicy a field left
 // zero inherits (see Transport.Hosts); the sub-policies (Keys, Breaker,
-// Hedge, Hints) are inherited or replaced as a whole.
+// Overload, Hedge, Hints) are inherited or replaced as a whole.
 type Policy struct {
 	// MaxAttempts counts tries including the first, hedges included. 0
 	// means 4; 1 disables retries. A negative value is invalid.
@@ -94,6 +94,12 @@ type Policy struct {
 	// cannot change it.
 	Breaker BreakerPolicy
 
+	// Overload turns on the overload controls per host: adaptive
+	// throttling, an adaptive concurrency limit, pacing by the host's
+	// announced rate limit. The zero value turns none on. It is a per-host
+	// setting: a path key in Hosts and WithPolicy cannot change it.
+	Overload OverloadPolicy
+
 	// Hedge configures hedged attempts for requests that are safe to send
 	// twice. The zero value sends none.
 	Hedge HedgePolicy
@@ -113,8 +119,9 @@ const (
 
 // perHostFields are the Policy fields that configure per-host state. They
 // are set per host: a path key or a per-request override cannot change
-// them, so that every request to a host shares one budget and one breaker.
-var perHostFields = []string{"NewBudget", "Breaker"}
+// them, so that every request to a host shares one budget, one breaker and
+// one set of overload controls.
+var perHostFields = []string{"NewBudget", "Breaker", "Overload"}
 
 // inherit returns p with every field it leaves zero taken from parent.
 // Sub-policies are taken as a whole.
@@ -179,8 +186,9 @@ type policy struct {
 	quoted         bool
 	attemptHeader  string
 	newBudget      func(string) Budget
-	breaker        *BreakerPolicy // nil: no breaker
-	hedgeDelay     time.Duration  // 0: no hedging
+	breaker        *BreakerPolicy  // nil: no breaker
+	overload       *OverloadPolicy // nil: no overload control
+	hedgeDelay     time.Duration   // 0: no hedging
 	maxHedges      int
 	hints          HintPolicy
 }
@@ -227,6 +235,10 @@ func compile(p Policy) *policy {
 		b := p.Breaker
 		c.breaker = &b
 	}
+	if p.Overload.on() {
+		o := p.Overload
+		c.overload = &o
+	}
 	if !p.Hedge.Disabled && p.Hedge.Delay > 0 && c.maxAttempts > 1 {
 		c.hedgeDelay = p.Hedge.Delay
 		c.maxHedges = min(cmp.Or(p.Hedge.MaxHedges, 1), c.maxAttempts-1)
@@ -236,7 +248,7 @@ func compile(p Policy) *policy {
 
 // stateful reports whether the policy keeps state per host.
 func (p *policy) stateful() bool {
-	return p.newBudget != nil || p.breaker != nil
+	return p.newBudget != nil || p.breaker != nil || p.overload != nil
 }
 
 // isNoBudget reports whether f is NoBudget.

@@ -20,6 +20,21 @@ type HostStats struct {
 	BreakerFailures     uint32       // failures counted in the breaker's window
 	ConsecutiveFailures uint32       // failures in a row, as the breaker counts them
 
+	HasThrottle         bool    // adaptive throttling is on (OverloadPolicy.Throttle)
+	ThrottleProbability float64 // the probability that an attempt sent now is rejected locally
+	ThrottleRefusals    int64   // attempts it rejected since the host got state
+
+	HasLimit      bool  // the adaptive concurrency limit is on (OverloadPolicy.Limit)
+	Limit         int   // attempts allowed in flight now
+	InFlight      int   // attempts holding a slot
+	Waiting       int   // attempts in the waiting room
+	LimitRefusals int64 // attempts it refused since the host got state, those whose wait ended included
+
+	HasPacing     bool      // pacing by the host's rate limit is on (OverloadPolicy.Pace)
+	PacedUntil    time.Time // when the quota the host announced resets; zero when none is in force
+	PaceRemaining int64     // requests the host said were left before PacedUntil; -1 when none is in force
+	PaceRefusals  int64     // attempts refused since the host got state: the reset was too far away or the policy fails fast
+
 	Attempts      int64     // attempts sent since the host got state, hedges included
 	Retries       int64     // of which retries and hedges
 	LastFailure   Class     // class of the last failed attempt; ClassDefault if none
@@ -28,10 +43,11 @@ type HostStats struct {
 }
 
 // Stats returns a snapshot of the hosts the Transport keeps state for,
-// sorted by host. A host gets state at its first failure; a host that has
-// only succeeded has none and is not listed, and state that is back at
-// rest (a full budget, a closed breaker without failures) is dropped after
-// a minute. At most 10,000 hosts have state at a time. Stats is safe to
+// sorted by host. A host gets state at its first failure, or at its first
+// request when an overload control is on for it; a host that has only
+// succeeded has none and is not listed, and state that is back at rest (a
+// full budget, a closed breaker without failures, overload controls that
+// admit everything) is dropped after a minute. At most 10,000 hosts have state at a time. Stats is safe to
 // call while requests flow; it allocates only the returned slice.
 func (t *Transport) Stats() []HostStats {
 	t.init()
@@ -67,5 +83,23 @@ func (s *hostState) snapshot() HostStats {
 		st.BreakerSuccesses, st.BreakerFailures = counts.TotalSuccesses, counts.TotalFailures
 		st.ConsecutiveFailures = counts.ConsecutiveFailures
 	}
+	s.overloadSnapshot(&st, time.Now())
 	return st
+}
+
+func (s *hostState) overloadSnapshot(st *HostStats, now time.Time) {
+	if s.throttle != nil {
+		th := s.throttle.snapshot(now)
+		st.HasThrottle, st.ThrottleProbability, st.ThrottleRefusals = true, th.RejectProbability, int64(th.Rejected)
+	}
+	if s.limiter != nil {
+		l := s.limiter.snapshot()
+		st.HasLimit, st.Limit, st.InFlight, st.Waiting = true, int(l.Limit), int(l.InFlight), int(l.Waiting)
+		st.LimitRefusals = int64(l.Rejected)
+	}
+	st.PaceRemaining = -1
+	if s.pacer != nil {
+		p := s.pacer.snapshot(now)
+		st.HasPacing, st.PacedUntil, st.PaceRemaining, st.PaceRefusals = true, p.Reset, p.Remaining, int64(p.Refused)
+	}
 }

@@ -48,13 +48,16 @@ type Transport struct {
 	// An entry inherits every field it leaves zero from the policy its host
 	// would get without it: a key with a path from its host's entry, a host's
 	// entry from Policy, Policy from the package defaults. Per-host settings
-	// (NewBudget, Breaker) belong to keys without a path. An invalid key or
-	// policy fails every request with ErrInvalidPolicy; Validate lists them.
+	// (NewBudget, Breaker, Overload) belong to keys without a path. An
+	// invalid key or policy fails every request with ErrInvalidPolicy;
+	// Validate lists them.
 	Hosts map[string]Policy
 
 	// Logger, if non-nil, receives one record per attempt: Debug for an
 	// attempt that succeeds or a hedge that lost to a faster one, Info for
-	// one that is retried, Warn for a failure that ends retrying. Nil means
+	// one that is retried, Warn for a failure that ends retrying; and a
+	// Warn record for a retry or first attempt that was not sent (an
+	// overload control, the breaker or PrepareRetry refused it). Nil means
 	// silent. Records never carry userinfo, query values or header values,
 	// not even inside error text.
 	Logger *slog.Logger
@@ -68,7 +71,8 @@ type Transport struct {
 	// OnCall, if non-nil, is called once per RoundTrip, just before it
 	// returns, with a summary of the call: what was returned, how many
 	// attempts it took, how long, and why it stopped. It also reports calls
-	// that sent nothing, such as those an open breaker refused. It runs on
+	// that sent nothing, such as those an open breaker or an overload
+	// control refused (Call.Stop says which). It runs on
 	// the RoundTrip goroutine and must not read or close the response body.
 	OnCall func(Call)
 
@@ -203,7 +207,12 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		}
 	}
 	if c.p.stateful() {
-		if c.state = c.t.states.load(c.h); c.state != nil {
+		c.state = c.t.states.load(c.h)
+		if c.state == nil && c.p.overload != nil {
+			// The overload controls learn from every attempt.
+			c.state = c.t.states.create(c.h, c.p, time.Now())
+		}
+		if c.state != nil {
 			c.state.touch(time.Now())
 			if c.state.budget != nil {
 				c.state.budget.Begin()
@@ -312,8 +321,9 @@ func (c *callState) finish(ctx context.Context, a *attempt) (*http.Response, err
 	return nil, e
 }
 
-// refusal is a retry or hedge that was not sent: the breaker refused it,
-// or PrepareRetry did.
+// refusal is an attempt that was not sent: an overload control, the
+// breaker or PrepareRetry refused it, or (StopContext) the caller's
+// context ended while it waited for admission.
 type refusal struct {
 	reason StopReason
 	err    error
@@ -322,18 +332,25 @@ type refusal struct {
 func (r *refusal) Error() string { return r.err.Error() }
 
 // refused ends the call when its next attempt was refused: with the
-// response in hand if there is one, else with a RetryError.
+// response in hand if there is one, else with a RetryError. When the
+// caller's context ended first, the response is not returned, as after a
+// wait.
 func (c *callState) refused(ctx context.Context, err error) (*http.Response, error) {
 	c.unreserve()
 	r := err.(*refusal)
 	c.stop = r.reason
-	c.logRefusal(ctx, r)
-	if c.held != nil {
+	if r.reason != StopContext {
+		c.logRefusal(ctx, r)
+	}
+	if c.held != nil && ctx.Err() == nil {
 		return c.held, nil
 	}
 	e := &RetryError{Attempts: c.sent, Err: c.lastErr, LastStatus: c.lastStatus, Reason: r.reason, Cause: r.err}
 	if c.sent == 0 {
 		e.Err, e.Cause = r.err, nil
+	}
+	if ctx.Err() != nil {
+		e.contextEnded(ctx)
 	}
 	return nil, e
 }
@@ -357,7 +374,12 @@ func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) e
 // even without AttemptTimeout, as hedging needs.
 func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, cancelable, hedge bool) error {
 	n := c.sent + 1
-	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}}
+	ad, err := c.admit(ctx, hedge)
+	if err != nil {
+		closeBody(rc)
+		return err
+	}
+	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}, adm: ad}
 	actx := ctx
 	if c.p.attemptTimeout > 0 || cancelable {
 		actx = a.withContext(ctx)
@@ -367,6 +389,7 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 		if err := c.p.prepareRetry(c.last, a.Request); err != nil {
 			closeBody(rc)
 			a.end()
+			a.adm.done(time.Now(), signalNone, nil, nil)
 			return &refusal{StopRefused, err}
 		}
 	}
@@ -375,13 +398,15 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 		if err != nil {
 			closeBody(rc)
 			a.end()
+			a.adm.done(time.Now(), signalNone, nil, nil)
 			return &refusal{StopBreaker, err}
 		}
 		a.breakDone = done
 	}
 	a.startTimer(c.p.attemptTimeout)
-	if c.timed {
+	if c.timed || a.adm.limited {
 		a.start = time.Now()
+		a.adm.sent(ctx, a.start, c.p.attemptTimeout)
 	}
 	c.sent++
 	c.held = nil
@@ -434,6 +459,13 @@ func (c *callState) record(ctx context.Context, a *attempt) {
 	if a.breakDone != nil {
 		a.breakDone(outcome)
 		a.breakDone = nil
+	}
+	if a.adm.s != nil {
+		sig := signalNone
+		if !a.Lost {
+			sig = loadSignal(ctx, a.Response, a.Err)
+		}
+		a.adm.done(time.Now(), sig, a.Response, &c.p.hints)
 	}
 	if s := c.state; s != nil {
 		now := time.Now()

@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -56,6 +57,10 @@ func (p *Policy) check(path string) []error {
 	}
 	header("Hints.ShouldRetryHeader", p.Hints.ShouldRetryHeader)
 	header("Hints.ResetHeader", p.Hints.ResetHeader)
+	header("Hints.RemainingHeader", p.Hints.RemainingHeader)
+	if p.Hints.RemainingHeader != "" && p.Hints.ResetHeader == "" {
+		bad("Hints.RemainingHeader", "is read only with ResetHeader, which is not set")
+	}
 	if f := p.Hints.ResetFormat; f != ResetDeltaSeconds && f != ResetEpochSeconds {
 		bad("Hints.ResetFormat", "%d is not a known format", f)
 	}
@@ -66,6 +71,7 @@ func (p *Policy) check(path string) []error {
 		bad("Hedge.MaxHedges", "%d is negative", p.Hedge.MaxHedges)
 	}
 	errs = append(errs, p.Breaker.check(path+".Breaker")...)
+	errs = append(errs, p.Overload.check(path+".Overload")...)
 	return errs
 }
 
@@ -113,6 +119,47 @@ func (b *BreakerPolicy) check(path string) []error {
 	if b.ConsecutiveFailures == 0 && b.FailureRatio == 0 {
 		errs = append(errs, invalidf(path, "no trip rule: set ConsecutiveFailures or FailureRatio (or Disabled)"))
 	}
+	return errs
+}
+
+// check reports nonsense overload settings, and tuning of a control that
+// is off, which would otherwise be silently ignored.
+func (o *OverloadPolicy) check(path string) []error {
+	if *o == (OverloadPolicy{}) {
+		return nil
+	}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, invalidf(path+"."+field, format, args...))
+	}
+	if k := o.ThrottleK; k != 0 && !(k >= 1 && !math.IsInf(k, 1)) {
+		bad("ThrottleK", "%v is not a finite number of at least 1", k)
+	}
+	if o.ThrottleWindow < 0 {
+		bad("ThrottleWindow", "%v is negative", o.ThrottleWindow)
+	}
+	if o.LimitMax < 0 {
+		bad("LimitMax", "%d is negative", o.LimitMax)
+	}
+	if o.LimitMin < 0 {
+		bad("LimitMin", "%d is negative", o.LimitMin)
+	} else if m := cmp.Or(o.LimitMax, defaultLimitMax); o.LimitMin > m {
+		bad("LimitMin", "%d is above LimitMax (%d)", o.LimitMin, m)
+	}
+	if o.Disabled {
+		return errs
+	}
+	tuned := func(field string, set bool, control string, on bool) {
+		if set && !on {
+			bad(field, "is set but %s is off", control)
+		}
+	}
+	tuned("ThrottleK", o.ThrottleK != 0, "Throttle", o.Throttle)
+	tuned("ThrottleWindow", o.ThrottleWindow != 0, "Throttle", o.Throttle)
+	tuned("LimitMax", o.LimitMax != 0, "Limit", o.Limit)
+	tuned("LimitMin", o.LimitMin != 0, "Limit", o.Limit)
+	tuned("LimitQueue", o.LimitQueue != 0, "Limit", o.Limit)
+	tuned("PaceFailFast", o.PaceFailFast, "Pace", o.Pace)
 	return errs
 }
 
