@@ -51,16 +51,18 @@ func TestParseConfigErrors(t *testing.T) {
 	}, {
 		name: "not an object",
 		json: `[1, 2]`,
-		want: []string{`httpretry: invalid config: want an object, got [1, 2]`},
+		want: []string{`httpretry: invalid config: want an object, got [1,2]`},
 	}, {
 		name: "unknown, misspelt and repeated fields, everywhere",
 		json: `{"max_attemps": 3, "Max_Attempts": 2, "backoff": {"shape": "linear", "jitter": "full", "jiter": 1},
+			"odd\nname": 1,
 			"hosts": {"api.example.com": {"max_attempts": 2, "max_attempts": 3, "hosts": {}},
 			          "x.example.com": {"breaker": {"consecutive": 2}}}}`,
 		want: []string{
 			`httpretry: invalid config: max_attemps: unknown field`,
 			`httpretry: invalid config: Max_Attempts: unknown field`,
 			`httpretry: invalid config: backoff.jiter: unknown field`,
+			`httpretry: invalid config: ["odd\nname"]: unknown field`,
 			`httpretry: invalid config: hosts["api.example.com"].max_attempts: appears twice`,
 			`httpretry: invalid config: hosts["api.example.com"].hosts: unknown field`,
 			`httpretry: invalid config: hosts["x.example.com"].breaker.consecutive: unknown field`,

@@ -89,10 +89,10 @@ func (e *errList) decodeJSON(raw []byte, v reflect.Value, path string) {
 		for _, m := range members {
 			idx, ok := fields[m.key]
 			if !ok {
-				e.config(joinPath(path, m.key), "unknown field")
+				e.config(m.path, "unknown field")
 				continue
 			}
-			e.decodeJSON(m.value, v.FieldByIndex(idx), joinPath(path, m.key))
+			e.decodeJSON(m.value, v.FieldByIndex(idx), m.path)
 		}
 	case reflect.Map:
 		members, ok := e.object(raw, v.Type(), path)
@@ -104,7 +104,7 @@ func (e *errList) decodeJSON(raw []byte, v reflect.Value, path string) {
 				v.Set(reflect.MakeMap(v.Type()))
 			}
 			elem := reflect.New(v.Type().Elem()).Elem()
-			e.decodeJSON(m.value, elem, fmt.Sprintf("%s[%q]", path, m.key))
+			e.decodeJSON(m.value, elem, m.path)
 			v.SetMapIndex(reflect.ValueOf(m.key).Convert(v.Type().Key()), elem)
 		}
 	case reflect.Slice:
@@ -131,6 +131,7 @@ func (e *errList) decodeJSON(raw []byte, v reflect.Value, path string) {
 // member is one name and value of a JSON object, in document order.
 type member struct {
 	key   string
+	path  string // where it is, for errors
 	value json.RawMessage
 }
 
@@ -157,7 +158,7 @@ func (e *errList) object(raw []byte, t reflect.Type, path string) ([]member, boo
 			return nil, false
 		}
 		at := joinPath(path, key)
-		if t.Kind() == reflect.Map {
+		if t.Kind() == reflect.Map || !isFieldName(key) {
 			at = fmt.Sprintf("%s[%q]", path, key)
 		}
 		if seen[key] {
@@ -165,9 +166,19 @@ func (e *errList) object(raw []byte, t reflect.Type, path string) ([]member, boo
 			continue
 		}
 		seen[key] = true
-		members = append(members, member{key, value})
+		members = append(members, member{key, at, value})
 	}
 	return members, true
+}
+
+// isFieldName reports whether s can stand in a path unquoted.
+func isFieldName(s string) bool {
+	for i := range len(s) {
+		if !isIdentByte(s[i]) && s[i] != '-' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // jsonFields maps the JSON names of struct type t to field indexes, with
@@ -192,6 +203,10 @@ func jsonFields(t reflect.Type) map[string][]int {
 
 // wrongType reports raw as the wrong type of value for t.
 func (e *errList) wrongType(raw []byte, t reflect.Type, path string) {
+	var compact bytes.Buffer
+	if json.Compact(&compact, raw) == nil {
+		raw = compact.Bytes() // one line
+	}
 	got := []rune(string(raw))
 	if len(got) > 40 {
 		got = append(got[:37], []rune("...")...)
