@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -118,4 +119,31 @@ func TestConfigRoundTripsEveryField(t *testing.T) {
 	assert.Equal(t, reflect.ValueOf(NoBudget).Pointer(), reflect.ValueOf(got.NewBudget).Pointer(), "NewBudget")
 	p.NewBudget, got.NewBudget = nil, nil
 	assert.Equal(t, p, got, "every field survives; JSON: %s", data)
+}
+
+// docs/config.md lists every config field and environment variable.
+func TestConfigFieldNamesAreDocumented(t *testing.T) {
+	t.Parallel()
+	doc := readDoc(t, "docs/config.md")
+	var walk func(ct reflect.Type, path string)
+	walk = func(ct reflect.Type, path string) {
+		for _, f := range configFields(ct) {
+			p := joinPath(path, f.name)
+			assert.Contains(t, doc, "`"+p+"`", "docs/config.md lists %s", p)
+			if ft := ct.Field(f.index).Type; ft.Kind() == reflect.Struct {
+				walk(ft, p)
+			}
+		}
+	}
+	walk(reflect.TypeFor[PolicyConfig](), "")
+	for _, v := range envVars {
+		assert.Contains(t, doc, "`<PREFIX>_"+v.name+"`", "docs/config.md lists the variable")
+	}
+}
+
+func readDoc(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
 }

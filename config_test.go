@@ -422,3 +422,14 @@ func getURL(t *testing.T, url string) *http.Request {
 }
 
 func reflectPointer(f func(string) httpretry.Budget) uintptr { return reflect.ValueOf(f).Pointer() }
+
+// A JSON null is the same as an omitted field.
+func TestParseConfigNull(t *testing.T) {
+	t.Parallel()
+	c, err := httpretry.ParseConfig([]byte(`{"max_attempts": null, "keys": null, "backoff": {"base": null}, "hosts": null}`))
+	require.NoError(t, err)
+	assert.Zero(t, c)
+	c, err = httpretry.ParseConfig([]byte(`null`))
+	require.NoError(t, err)
+	assert.Zero(t, c)
+}

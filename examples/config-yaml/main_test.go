@@ -147,3 +147,24 @@ func listFields(t reflect.Type, path string, all *[]string) {
 		}
 	}
 }
+
+// The two YAML details docs/config.md warns about.
+func TestYAMLDetails(t *testing.T) {
+	var cfg httpretry.Config
+	err := yaml.Unmarshal([]byte("hosts:\n  *.internal.example.com:\n    max_attempts: 1\n"), &cfg)
+	assert.Error(t, err, "a bare * starts an alias")
+	require.NoError(t, yaml.Unmarshal([]byte("hosts:\n  \"*.internal.example.com\":\n    max_attempts: 1\n"), &cfg))
+	assert.Equal(t, 1, cfg.Hosts["*.internal.example.com"].MaxAttempts)
+
+	noMethods := httpretry.Config{PolicyConfig: httpretry.PolicyConfig{Keys: httpretry.KeysConfig{Methods: []string{}, Header: "X-Key"}}}
+	out, err := yaml.Marshal(noMethods)
+	require.NoError(t, err)
+	var back httpretry.Config
+	require.NoError(t, yaml.Unmarshal(out, &back))
+	assert.Nil(t, back.Keys.Methods, "an empty list of methods is dropped in YAML:\n%s", out)
+	data, err := json.Marshal(noMethods)
+	require.NoError(t, err)
+	fromJSON, err := httpretry.ParseConfig(data)
+	require.NoError(t, err)
+	assert.Equal(t, []string{}, fromJSON.Keys.Methods, "but kept in JSON")
+}
