@@ -38,8 +38,8 @@ var envVars = []struct {
 
 // FromEnv reads the policy settings of the environment variables named
 // with prefix and an underscore (for the prefix "HTTPRETRY",
-// HTTPRETRY_MAX_ATTEMPTS and so on), in the formats of the config fields
-// they set:
+// HTTPRETRY_MAX_ATTEMPTS and so on; an empty prefix reads the bare names),
+// in the formats of the config fields they set:
 //
 //	<PREFIX>_MAX_ATTEMPTS      max_attempts: an integer; 1 disables retries
 //	<PREFIX>_ATTEMPT_TIMEOUT   attempt_timeout: a duration such as "2s", or "none"

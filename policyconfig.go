@@ -9,9 +9,10 @@ package httpretry
 // a Policy (Classify, PrepareRetry, Keys.New) have no field: they stay code.
 //
 // To carry a new Policy field, add a field here, or to the section of its
-// sub-policy, with the Policy field's Go name and its json and yaml tags;
-// TestConfigCoversPolicy fails until every Policy field has one or is listed
-// as code.
+// sub-policy, with the Policy field's Go name and its json and yaml tags (a
+// Duration whose negative Policy value means "no limit" also takes the tag
+// policy:",none", so that "none" is accepted for it); TestConfigCoversPolicy
+// fails until every Policy field has one or is listed as code.
 type PolicyConfig struct {
 	// MaxAttempts counts tries including the first, hedges included. 0
 	// means 4 (or inherit); 1 disables retries.
