@@ -50,8 +50,8 @@ type MetastableRun struct {
 	Recovered time.Duration
 }
 
-// Recovery criterion of papers.md §8 C2: the first 5 s window with goodput
-// above 250 per second.
+// Recovery criterion (ours; the paper gives none): the first 5 s window
+// with goodput above 250 per second.
 const (
 	RecoveryGoodput = 250
 	RecoveryWindow  = 5
@@ -171,7 +171,7 @@ func recovered(goodput []int, from, end time.Duration) time.Duration {
 
 // RecoveryLimit is the fastest recovery a client can bring about: the
 // backlog left by the blip drains at μ − λ requests per second once the
-// load is back to λ (papers.md §8 C2). Faster needs the server to shed.
+// load is back to λ. Faster needs the server to shed.
 func (c MetastableConfig) RecoveryLimit(backlog float64) time.Duration {
 	return time.Duration(backlog / (c.Capacity - c.Rate) * float64(time.Second))
 }

@@ -31,13 +31,14 @@ func TestQuickstart(t *testing.T) {
 
 		for _, want := range []string{
 			"attempt 3 GET /inventory -> 200 OK [success] done: success",
-			"=> 200 42 widgets",
+			`=> 200 OK: "42 widgets", after`,
 			"attempt 1 GET /quota -> 429 Too Many Requests [transient] retry in 1.",
 			"(retry-after)",
-			"=> 200 quota ok",
+			`=> 200 OK: "quota ok", after`,
 			"attempt 2 POST /charges key=",
 			"charged once (1 charge(s) recorded)",
 			"attempt 1 GET /missing -> 404 Not Found [fatal] done: not retryable",
+			`=> 404 Not Found: "no such endpoint", after`,
 		} {
 			if !strings.Contains(got, want) {
 				t.Errorf("output lacks %q", want)

@@ -1,14 +1,16 @@
 // Command report runs httpretry's overhead benchmarks and the simulations
-// of papers.md §8, then writes docs/performance.md and its charts in
+// of scenarios A, B, C and C2 (package sim), then writes docs/performance.md and its charts in
 // docs/img. Run it from the bench directory:
 //
 //	go run ./cmd/report                  # everything, a few minutes on two cores
 //	go run ./cmd/report -bench=false     # reuse results/overhead.txt
 //	go run ./cmd/report -overhead-only   # benchmarks, benchstat and ratios to stdout
 //
-// The benchmarks run with -count 6 by default and are compared with
-// benchstat; the report quotes medians, their spread and ratios to the
-// bare transport.
+// The benchmarks run in 6 rounds by default (-count): in each round every
+// client runs in its own process, in an order turned by one each round
+// (rounds.go). The report quotes medians, their spread, the per-round
+// ratios to the bare transport (median and range) and benchstat on the
+// interleaved samples.
 package main
 
 import (
@@ -26,7 +28,7 @@ func main() {
 		runs         = flag.Int("runs", 100, "scenario A: runs per point and seed")
 		herdRuns     = flag.Int("herd-runs", 20, "scenario B: runs per mode")
 		bench        = flag.Bool("bench", true, "run the overhead benchmarks (false: reuse -bench-file)")
-		count        = flag.Int("count", 6, "benchmark -count")
+		count        = flag.Int("count", 6, "benchmark rounds: each client once per round, in its own process")
 		benchtime    = flag.String("benchtime", "1s", "benchmark -benchtime")
 		benchFile    = flag.String("bench-file", "results/overhead.txt", "raw benchmark output")
 		format       = flag.String("format", "svg", "chart format: svg, or png to inspect them")
@@ -41,7 +43,7 @@ func main() {
 		if err := os.MkdirAll(filepath.Dir(*benchFile), 0o755); err != nil {
 			log.Fatal(err)
 		}
-		log.Printf("benchmarks: -count %d -benchtime %s → %s", *count, *benchtime, *benchFile)
+		log.Printf("benchmarks: %d rounds, -benchtime %s → %s", *count, *benchtime, *benchFile)
 		if err := runBenchmarks(".", *benchFile, *count, *benchtime); err != nil {
 			log.Fatalf("benchmarks: %v", err)
 		}

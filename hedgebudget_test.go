@@ -1,0 +1,127 @@
+package httpretry
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestHedgeBudgetArithmetic(t *testing.T) {
+	t.Parallel()
+	b := newHedgeBudget(0.05, 3)
+	assert.True(t, b.atRest(), "starts full")
+	assert.Equal(t, 3.0, b.tokens())
+
+	// A full bucket allows its burst, then nothing.
+	for i := range 3 {
+		require.True(t, b.allow(), "hedge %d of the burst", i+1)
+	}
+	assert.False(t, b.allow())
+	assert.False(t, b.atRest())
+
+	// Twenty requests at 5 % earn one hedge; a hedge that wins is not refunded.
+	for range 19 {
+		b.request()
+	}
+	assert.False(t, b.allow(), "19 requests earn 0.95 of a hedge")
+	b.request()
+	assert.True(t, b.allow(), "the 20th completes it")
+	assert.False(t, b.allow())
+
+	// Never above the burst.
+	for range 1000 {
+		b.request()
+	}
+	assert.True(t, b.atRest())
+	assert.Equal(t, 3.0, b.tokens())
+}
+
+// TestHedgeBudgetBrownout is the brownout the budget exists for: every
+// request is slow and asks for a hedge. Over n requests at most
+// ratio·n + burst hedges go out.
+func TestHedgeBudgetBrownout(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		ratio float64
+		burst int
+		n     int
+	}{{0.05, 3, 400}, {0.05, 3, 10_000}, {0.01, 1, 5000}, {0.2, 10, 1000}} {
+		b := newHedgeBudget(c.ratio, c.burst)
+		hedges := 0
+		for range c.n {
+			b.request()
+			if b.allow() {
+				hedges++
+			}
+		}
+		bound := c.ratio*float64(c.n) + float64(c.burst)
+		assert.LessOrEqual(t, float64(hedges), bound, "%+v", c)
+		assert.GreaterOrEqual(t, float64(hedges), bound-1, "%+v: what it earns is spent", c)
+	}
+}
+
+func TestHedgeBudgetDefaults(t *testing.T) {
+	t.Parallel()
+	b := newHedgeBudget(1e-9, 0)
+	assert.Equal(t, 1.0, b.tokens(), "a burst below 1 means 1")
+	require.True(t, b.allow())
+	for range hedgeTokenUnits - 1 {
+		b.request()
+	}
+	assert.False(t, b.allow())
+	b.request()
+	assert.True(t, b.allow(), "a ratio that rounds to nothing still earns the smallest unit")
+}
+
+func TestHedgeBudgetConcurrent(t *testing.T) {
+	t.Parallel()
+	b := newHedgeBudget(0.05, 5)
+	var hedges atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 5000 {
+				b.request()
+				if b.allow() {
+					hedges.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// 40,000 requests: 2,000 hedges earned, 5 in the bucket at the start.
+	assert.LessOrEqual(t, hedges.Load(), int64(2005))
+	assert.GreaterOrEqual(t, hedges.Load(), int64(2004))
+}
+
+// BenchmarkHedgeBudget is a request's cost to the budget, from every
+// processor at once on one host, with a hedge asked for one time in
+// twenty: the budget stays near empty, the worst case for contention.
+func BenchmarkHedgeBudget(b *testing.B) {
+	hb := newHedgeBudget(0.05, 10)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			hb.request()
+			if i++; i%20 == 0 {
+				hb.allow()
+			}
+		}
+	})
+}
+
+// BenchmarkHedgeBudgetFull is the same on a host that rarely hedges: the
+// bucket is full and a request only reads it.
+func BenchmarkHedgeBudgetFull(b *testing.B) {
+	hb := newHedgeBudget(0.05, 10)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			hb.request()
+		}
+	})
+}
