@@ -85,6 +85,8 @@ var (
 	timeDurationType   = reflect.TypeFor[time.Duration]()
 	backoffConfigType  = reflect.TypeFor[BackoffConfig]()
 	budgetConfigType   = reflect.TypeFor[BudgetConfig]()
+	strategyType       = reflect.TypeFor[backoff.Strategy]()
+	newBudgetType      = reflect.TypeFor[func(string) Budget]()
 	constantStrategyTy = reflect.TypeOf(backoff.Constant(0))
 )
 
@@ -116,11 +118,11 @@ func (e *errList) structIn(src, dst reflect.Value, path string) {
 // valueIn sets dst, a Policy value, from src, a config value.
 func (e *errList) valueIn(src, dst reflect.Value, path string, noneOK bool) {
 	switch names := enumNames[dst.Type()]; {
-	case src.Type() == backoffConfigType:
+	case src.Type() == backoffConfigType && dst.Type() == strategyType:
 		if s := e.backoffIn(src.Interface().(BackoffConfig), path); s != nil {
 			dst.Set(reflect.ValueOf(s))
 		}
-	case src.Type() == budgetConfigType:
+	case src.Type() == budgetConfigType && dst.Type() == newBudgetType:
 		if f := e.budgetIn(src.Interface().(BudgetConfig), path); f != nil {
 			dst.Set(reflect.ValueOf(f))
 		}
@@ -177,10 +179,10 @@ func (e *errList) structOut(src, dst reflect.Value, path, goPath string) {
 // valueOut sets dst, a config value, from src, a Policy value.
 func (e *errList) valueOut(src, dst reflect.Value, path, goPath string, noneOK bool) {
 	switch names := enumNames[src.Type()]; {
-	case dst.Type() == backoffConfigType:
+	case dst.Type() == backoffConfigType && src.Type() == strategyType:
 		s, _ := src.Interface().(backoff.Strategy)
 		dst.Set(reflect.ValueOf(e.backoffOut(s, path)))
-	case dst.Type() == budgetConfigType:
+	case dst.Type() == budgetConfigType && src.Type() == newBudgetType:
 		f, _ := src.Interface().(func(string) Budget)
 		dst.Set(reflect.ValueOf(e.budgetOut(f, path)))
 	case dst.Type() == durationType && src.Type() == timeDurationType:
