@@ -33,14 +33,6 @@ type Config struct {
 	Hosts map[string]PolicyConfig `json:"hosts,omitempty" yaml:"hosts,omitempty"`
 }
 
-// ErrInvalidConfig reports a configuration that cannot be read as a
-// Policy: malformed JSON, an unknown or repeated field, a value of the
-// wrong type, a duration or name that does not parse, a field that does not
-// apply (a ratio budget's numbers on a token bucket). Values that parse but
-// make no sense as a policy wrap ErrInvalidPolicy instead, as
-// (*Transport).Validate reports them.
-var ErrInvalidConfig = errors.New("httpretry: invalid config")
-
 // Transport builds a Transport from c, or reports every problem with c at
 // once, each naming its field path in the config's own names
 // (hosts["api.example.com"].max_attempts) and wrapping ErrInvalidConfig or

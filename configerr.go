@@ -8,24 +8,6 @@ import (
 	"strings"
 )
 
-// fieldError is one problem with a configuration, at a field path in the
-// config's own names (hosts["api.example.com"].max_attempts) or, for
-// FromEnv, an environment variable.
-type fieldError struct {
-	kind error // ErrInvalidConfig or ErrInvalidPolicy
-	path string
-	msg  string
-}
-
-func (e *fieldError) Error() string {
-	if e.path == "" {
-		return e.kind.Error() + ": " + e.msg
-	}
-	return e.kind.Error() + ": " + e.path + ": " + e.msg
-}
-
-func (e *fieldError) Unwrap() error { return e.kind }
-
 // errList collects every problem with a configuration.
 type errList struct {
 	errs []error
@@ -69,15 +51,16 @@ func (e *errList) validated(t *Transport) {
 	}
 }
 
-// renamePolicyError rewrites an error of (*Transport).Validate, whose text
-// is "httpretry: invalid policy: Transport.Hosts["k"].Keys.Header: msg",
-// with the config's names: hosts["k"].keys.header. It returns nil for an
+// renamePolicyError rewrites an error of (*Transport).Validate, a
+// *fieldError at a path such as Transport.Hosts["k"].Keys.Header, with the
+// config's names: hosts["k"].keys.header. It returns nil for an
 // error it cannot read, which is then kept as it is.
 func renamePolicyError(err error) *fieldError {
-	rest, ok := strings.CutPrefix(err.Error(), ErrInvalidPolicy.Error()+": ")
-	if !ok || !errors.Is(err, ErrInvalidPolicy) {
+	var fe *fieldError
+	if !errors.As(err, &fe) || fe.kind != ErrInvalidPolicy {
 		return nil
 	}
+	rest := fe.path
 	var path string
 	switch {
 	case strings.HasPrefix(rest, "Transport.Policy"):
@@ -125,11 +108,10 @@ func renamePolicyError(err error) *fieldError {
 			return nil
 		}
 	}
-	msg, ok := strings.CutPrefix(rest, ": ")
-	if !ok && rest != "" {
+	if rest != "" {
 		return nil
 	}
-	return &fieldError{ErrInvalidPolicy, path, renameMessage(msg, t, container)}
+	return &fieldError{ErrInvalidPolicy, path, renameMessage(fe.msg, t, container)}
 }
 
 func isIdentByte(b byte) bool {
