@@ -93,12 +93,7 @@ func (c PolicyConfig) Apply(p Policy) (Policy, error) {
 // Over returns c with every field it leaves zero taken from base: c's
 // settings win. Sections are taken as a whole.
 func (c PolicyConfig) Over(base PolicyConfig) PolicyConfig {
-	cv, bv := reflect.ValueOf(&c).Elem(), reflect.ValueOf(base)
-	for i := range cv.NumField() {
-		if cv.Field(i).IsZero() {
-			cv.Field(i).Set(bv.Field(i))
-		}
-	}
+	inheritZero(&c, base)
 	return c
 }
 
