@@ -153,29 +153,37 @@ func diff(old, now []string) (added, removed []string) {
 // apiOf lists the exported API of the package in dir, sorted.
 func apiOf(dir string) (string, []string, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", nil, err
 	}
-	var pkg *ast.Package
-	for name, p := range pkgs {
-		if name != "main" {
-			pkg = p
+	var files []*ast.File
+	name := ""
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, 0)
+		if err != nil {
+			return "", nil, err
+		}
+		if f.Name.Name == "main" {
+			continue
+		}
+		name = f.Name.Name
+		files = append(files, f)
 	}
-	if pkg == nil {
+	if name == "" {
 		return "", nil, fmt.Errorf("no package in %s", dir)
 	}
-	w := &lister{fset: fset, prefix: "pkg " + pkg.Name + ", "}
-	for _, f := range pkg.Files {
+	w := &lister{fset: fset, prefix: "pkg " + name + ", "}
+	for _, f := range files {
 		for _, d := range f.Decls {
 			w.decl(d)
 		}
 	}
 	slices.Sort(w.lines)
-	return pkg.Name, slices.Compact(w.lines), nil
+	return name, slices.Compact(w.lines), nil
 }
 
 type lister struct {
