@@ -82,6 +82,8 @@ func fillPolicy(t *testing.T, v reflect.Value, goPath string) {
 			f.SetInt(int64(len(names) - 1))
 		case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
 			f.SetInt(3)
+		case full == "Overload.ThrottleK":
+			f.SetFloat(1.5) // at least 1
 		case f.Kind() == reflect.Float64:
 			f.SetFloat(0.5)
 		case f.Kind() == reflect.Bool:

@@ -54,6 +54,11 @@ type PolicyConfig struct {
 	// none (or inherit). It is per host: not allowed on a key with a path.
 	Breaker BreakerConfig `json:"breaker,omitzero" yaml:"breaker,omitempty"`
 
+	// Overload turns on the overload controls of each host. The zero value
+	// turns none on (or inherits). It is per host: not allowed on a key
+	// with a path.
+	Overload OverloadConfig `json:"overload,omitzero" yaml:"overload,omitempty"`
+
 	// Hedge configures hedged attempts. The zero value sends none (or
 	// inherits).
 	Hedge HedgeConfig `json:"hedge,omitzero" yaml:"hedge,omitempty"`
@@ -176,6 +181,45 @@ type BreakerConfig struct {
 	Disabled bool `json:"disabled,omitempty" yaml:"disabled,omitempty"`
 }
 
+// OverloadConfig is an OverloadPolicy, field for field. The zero value
+// turns no control on (or inherits).
+type OverloadConfig struct {
+	// Throttle turns on client-side adaptive throttling.
+	Throttle bool `json:"throttle,omitempty" yaml:"throttle,omitempty"`
+
+	// ThrottleK is the multiplier of accepts. 0 means 2; below 1 is
+	// invalid.
+	ThrottleK float64 `json:"throttle_k,omitempty" yaml:"throttle_k,omitempty"`
+
+	// ThrottleWindow is how far back outcomes are counted. "" means 10 s.
+	ThrottleWindow Duration `json:"throttle_window,omitempty" yaml:"throttle_window,omitempty"`
+
+	// Limit turns on the adaptive concurrency limit.
+	Limit bool `json:"limit,omitempty" yaml:"limit,omitempty"`
+
+	// LimitMax is the limit a host starts from and grows back to. 0 means
+	// 1000.
+	LimitMax int `json:"limit_max,omitempty" yaml:"limit_max,omitempty"`
+
+	// LimitMin is the floor of the limit. 0 means 1.
+	LimitMin int `json:"limit_min,omitempty" yaml:"limit_min,omitempty"`
+
+	// LimitQueue is how many attempts may wait for a slot. 0 means as many
+	// as the limit; negative means none: fail fast.
+	LimitQueue int `json:"limit_queue,omitempty" yaml:"limit_queue,omitempty"`
+
+	// Pace turns on pacing by the rate limit the host announces.
+	Pace bool `json:"pace,omitempty" yaml:"pace,omitempty"`
+
+	// PaceFailFast refuses at once while the quota is spent instead of
+	// waiting for its reset.
+	PaceFailFast bool `json:"pace_fail_fast,omitempty" yaml:"pace_fail_fast,omitempty"`
+
+	// Disabled turns every control off, even where they would be
+	// inherited.
+	Disabled bool `json:"disabled,omitempty" yaml:"disabled,omitempty"`
+}
+
 // HedgeConfig is a HedgePolicy, field for field. The zero value sends no
 // hedges (or inherits).
 type HedgeConfig struct {
@@ -207,4 +251,9 @@ type HintsConfig struct {
 	// ResetFormat is "delta-seconds" or "epoch-seconds" (see ResetFormat).
 	// "" means delta-seconds.
 	ResetFormat string `json:"reset_format,omitempty" yaml:"reset_format,omitempty"`
+
+	// RemainingHeader names a legacy header counting the requests left
+	// before the reset, read with ResetHeader to pace requests. "" means
+	// none.
+	RemainingHeader string `json:"remaining_header,omitempty" yaml:"remaining_header,omitempty"`
 }
