@@ -31,8 +31,13 @@
 //   - Quota (E): a batch job against an API that allows 100 requests per
 //     10 s window and announces what is left.
 //
-// Each compares Arms: today's Transport with and without its retry budget,
-// and failsafe-go v0.9.8's adaptivethrottler and adaptivelimiter under it.
+// Each compares Arms: the Transport without retries, without a budget,
+// with its retry budget, and with each overload control of
+// Policy.Overload added (Throttle, Limit, Pace), beside failsafe-go
+// v0.9.8's adaptivethrottler and adaptivelimiter under the Transport.
+// TestOverloadScenario, TestMetastableScenario and TestQuotaScenario check
+// issue 16's goals in seconds; TestOverloadTable (HTTPRETRY_SIM=full)
+// computes the full-length figures docs/performance.md shows.
 //
 // Every client draws from its own random stream, seeded from the run's seed
 // and the client's number (see Stream), so runs are reproducible and no two

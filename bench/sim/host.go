@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -35,6 +36,12 @@ type HostConfig struct {
 	Quota       int
 	QuotaWindow time.Duration
 	Headers     QuotaHeaders
+	// Fail and Stall, with Capacity 0, make a share of requests fail
+	// whatever the load: Fail are answered 503 after Service, Stall are
+	// answered 200 after StallFor instead. Seed seeds the draws.
+	Fail, Stall float64
+	StallFor    time.Duration
+	Seed        uint64
 }
 
 // QuotaHeaders says how a quota host announces its limit.
@@ -57,6 +64,7 @@ type Host struct {
 	c     HostConfig
 	start time.Time
 	svc   time.Duration
+	r     *rand.Rand // for Fail and Stall, guarded by mu
 
 	mu       sync.Mutex
 	busy     time.Duration // when the queue's work so far is done
@@ -70,7 +78,7 @@ type Host struct {
 
 // NewHost returns a host whose clock starts now.
 func NewHost(c HostConfig) *Host {
-	h := &Host{c: c, start: time.Now(), svc: c.Service}
+	h := &Host{c: c, start: time.Now(), svc: c.Service, r: Stream(c.Seed, -1)}
 	if c.Capacity > 0 {
 		h.svc = time.Duration(float64(time.Second) / c.Capacity)
 	}
@@ -113,6 +121,12 @@ func (h *Host) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	default:
 		done = at + h.svc
+		switch u := h.r.Float64(); {
+		case u < h.c.Fail:
+			status = http.StatusServiceUnavailable
+		case u < h.c.Fail+h.c.Stall:
+			done = at + h.c.StallFor
+		}
 	}
 	h.mu.Unlock()
 

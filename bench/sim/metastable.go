@@ -48,6 +48,9 @@ type MetastableRun struct {
 	// Recovered is when goodput first stays above RecoveryGoodput for a
 	// whole RecoveryWindow after the blip; 0 if it never does.
 	Recovered time.Duration
+	// FirstGoodput is the start of the first second after the blip with
+	// any goodput; 0 if there is none. RunMetastableTransport sets it.
+	FirstGoodput time.Duration
 }
 
 // Recovery criterion (ours; the paper gives none): the first 5 s window
@@ -163,6 +166,17 @@ func recovered(goodput []int, from, end time.Duration) time.Duration {
 			sum += g
 		}
 		if sum > RecoveryGoodput*RecoveryWindow {
+			return time.Duration(s) * time.Second
+		}
+	}
+	return 0
+}
+
+// firstGoodput returns the start of the first second in [from, end) with
+// goodput, or 0.
+func firstGoodput(goodput []int, from, end time.Duration) time.Duration {
+	for s := int(from / time.Second); s < min(len(goodput), int(end/time.Second)); s++ {
+		if goodput[s] > 0 {
 			return time.Duration(s) * time.Second
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
@@ -43,6 +44,42 @@ func RetriesNoBudget() Arm {
 // token bucket per host.
 func RetryBudget() Arm {
 	return Arm{"retry budget", func(host http.RoundTripper, p httpretry.Policy) http.RoundTripper {
+		return &httpretry.Transport{Base: host, Policy: p}
+	}}
+}
+
+// Throttle is the retry budget plus httpretry's adaptive throttling with
+// multiplier k (0: the default, 2).
+func Throttle(k float64) Arm {
+	name := "+ throttling, K = 2"
+	if k != 0 {
+		name = "+ throttling, K = " + strconv.FormatFloat(k, 'g', -1, 64)
+	}
+	return Arm{name, func(host http.RoundTripper, p httpretry.Policy) http.RoundTripper {
+		p.Overload = httpretry.OverloadPolicy{Throttle: true, ThrottleK: k}
+		return &httpretry.Transport{Base: host, Policy: p}
+	}}
+}
+
+// Limit is the retry budget plus httpretry's adaptive concurrency limit,
+// with its default waiting room, or with none (failFast).
+func Limit(failFast bool) Arm {
+	name, o := "+ concurrency limit", httpretry.OverloadPolicy{Limit: true}
+	if failFast {
+		name, o.LimitQueue = "+ concurrency limit, fail fast", -1
+	}
+	return Arm{name, func(host http.RoundTripper, p httpretry.Policy) http.RoundTripper {
+		p.Overload = o
+		return &httpretry.Transport{Base: host, Policy: p}
+	}}
+}
+
+// Pace is the retry budget plus pacing by the host's announced rate limit,
+// told to read X-RateLimit-Remaining with the policy's reset header.
+func Pace() Arm {
+	return Arm{"+ pacing", func(host http.RoundTripper, p httpretry.Policy) http.RoundTripper {
+		p.Overload = httpretry.OverloadPolicy{Pace: true}
+		p.Hints.RemainingHeader = "X-RateLimit-Remaining"
 		return &httpretry.Transport{Base: host, Policy: p}
 	}}
 }
@@ -192,10 +229,11 @@ func RunMetastableTransport(c MetastableConfig, arm Arm, runSeed uint64) Metasta
 	p := httpretry.Policy{AttemptTimeout: c.Timeout, MaxAttempts: c.MaxAttempts, Backoff: c.Strategy}
 	out := DriveTraffic(arm.New(host, p), host, Traffic{Rate: c.Rate, Duration: c.Duration}, runSeed)
 	return MetastableRun{
-		Sent:      out.Host.Arrivals,
-		Goodput:   out.Goodput,
-		Backlog:   out.Host.Backlog,
-		Recovered: recovered(out.Goodput, c.BlipEnd, c.Duration),
+		Sent:         out.Host.Arrivals,
+		Goodput:      out.Goodput,
+		Backlog:      out.Host.Backlog,
+		Recovered:    recovered(out.Goodput, c.BlipEnd, c.Duration),
+		FirstGoodput: firstGoodput(out.Goodput, c.BlipEnd, c.Duration),
 	}
 }
 

@@ -1,6 +1,7 @@
 // Command report runs httpretry's overhead benchmarks and the simulations
-// of scenarios A, B, C and C2 (package sim), then writes docs/performance.md and its charts in
-// docs/img. Run it from the bench directory:
+// of scenarios A, B, C and C2 (package sim) and the overload scenarios D,
+// C2 on the Transport and E (sim's TestOverloadTable, run with go test),
+// then writes docs/performance.md and its charts in docs/img. Run it from the bench directory:
 //
 //	go run ./cmd/report                  # everything, a few minutes on two cores
 //	go run ./cmd/report -bench=false     # reuse results/overhead.txt
@@ -33,6 +34,8 @@ func main() {
 		benchFile    = flag.String("bench-file", "results/overhead.txt", "raw benchmark output")
 		format       = flag.String("format", "svg", "chart format: svg, or png to inspect them")
 		overheadOnly = flag.Bool("overhead-only", false, "run the benchmarks, print benchstat and the ratio table, write nothing else")
+		overload     = flag.Bool("overload", true, "run the overload scenarios (go test -run TestOverloadTable ./sim; false: reuse -overload-file)")
+		overloadFile = flag.String("overload-file", "results/overload.json", "the overload scenarios' figures, as TestOverloadTable writes them")
 	)
 	flag.Parse()
 	chartFormat = *format
@@ -73,6 +76,20 @@ func main() {
 	r.storms = runStorms()
 	log.Print("scenario C2")
 	r.meta = runMetastable(900 * time.Second)
+	if *overload {
+		log.Printf("scenarios D, C2 on the Transport, E: TestOverloadTable → %s", *overloadFile)
+		if err := os.MkdirAll(filepath.Dir(*overloadFile), 0o755); err != nil {
+			log.Fatal(err)
+		}
+		if err := runOverloadTable(".", *overloadFile); err != nil {
+			log.Fatalf("overload scenarios: %v", err)
+		}
+	}
+	if t, err := readOverloadTable(*overloadFile); err == nil {
+		r.overload = t
+	} else {
+		log.Printf("no overload figures (%v): section 6 is left out", err)
+	}
 	r.simTime = time.Since(simStart)
 
 	img := filepath.Join(*docs, "img")
@@ -86,6 +103,11 @@ func main() {
 		metastableChart(img, r.meta, 300*time.Second),
 	} {
 		if err != nil {
+			log.Fatalf("charts: %v", err)
+		}
+	}
+	if r.overload != nil {
+		if err := overloadCharts(img, r.overload); err != nil {
 			log.Fatalf("charts: %v", err)
 		}
 	}

@@ -23,6 +23,7 @@ type report struct {
 	herds     []herdRun
 	storms    []stormCell
 	meta      []metaRun
+	overload  *sim.OverloadTable // nil when its figures are missing
 }
 
 // target is one of the brief's quantitative goals and what was measured.
@@ -61,12 +62,16 @@ func (r *report) markdown() string {
 	r.herdSection(&b)
 	r.stormSection(&b)
 	r.metastableSection(&b)
+	if r.overload != nil {
+		r.overloadSection(&b)
+	}
 	sourcesSection(&b)
 
 	w("## Reproduce\n\n```sh\ncd bench\n")
 	w("go test -race -shuffle=on -count=1 ./...   # reduced simulations with their assertions, behaviour tests\n")
 	w("go run ./cmd/report                        # this document and docs/img/*.svg (benchmarks included)\n")
 	w("go run ./cmd/report -overhead-only         # only the benchmark rounds (each client in its own process): benchstat and ratios\n")
+	w("HTTPRETRY_SIM=full go test -run OverloadTable -v ./sim   # section 6's runs, one line each\n")
 	w("go run %s -col /client results/overhead.txt  # benchstat on the interleaved samples\n```\n", benchstatCmd)
 	return b.String()
 }
