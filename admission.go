@@ -33,13 +33,14 @@ func (c *callState) admit(ctx context.Context, hedge bool) (admission, error) {
 		return admission{}, nil
 	}
 	ad := admission{s: s}
+	now := time.Now()
 	if s.pacer != nil {
-		if err := c.pace(ctx, hedge); err != nil {
+		var err error
+		if now, err = c.pace(ctx, hedge, now); err != nil {
 			return admission{}, err
 		}
 		ad.paced = true
 	}
-	now := time.Now()
 	if !s.throttle.admit(now) {
 		ad.done(now, signalNone, nil, nil)
 		return admission{}, &refusal{StopThrottled, fmt.Errorf("%w (%s)", ErrThrottled, s.key)}
@@ -73,8 +74,9 @@ func (c *callState) admit(ctx context.Context, hedge bool) (admission, error) {
 // reset is further away than MaxRetryAfter or the context's deadline
 // allows, or at once under PaceFailFast or for a hedge. The wait is
 // jittered upward, up to 10 %, as a Retry-After wait is. On success the
-// attempt is counted among the pacer's in flight.
-func (c *callState) pace(ctx context.Context, hedge bool) error {
+// attempt is counted among the pacer's in flight. now is the time, which
+// it returns moved past any wait.
+func (c *callState) pace(ctx context.Context, hedge bool, now time.Time) (time.Time, error) {
 	p := c.state.pacer
 	for {
 		limit := c.p.maxRetryAfter
@@ -82,19 +84,20 @@ func (c *callState) pace(ctx context.Context, hedge bool) error {
 			limit = 0
 		}
 		if dl, ok := ctx.Deadline(); ok {
-			limit = min(limit, time.Until(dl)-1) // backoff.Fits: the wait must end before the deadline
+			limit = min(limit, dl.Sub(now)-1) // backoff.Fits: the wait must end before the deadline
 		}
-		wait, ok := p.admit(time.Now(), max(limit, 0))
+		wait, ok := p.admit(now, max(limit, 0))
 		switch {
 		case wait == 0:
-			return nil
+			return now, nil
 		case !ok:
-			return &refusal{StopRateLimited, fmt.Errorf("%w (%s): it resets in %v", ErrRateLimited, c.state.key, wait.Round(time.Millisecond))}
+			return now, &refusal{StopRateLimited, fmt.Errorf("%w (%s): it resets in %v", ErrRateLimited, c.state.key, wait.Round(time.Millisecond))}
 		}
 		wait = max(wait, min(wait+time.Duration(float64(wait)/10*rand.Float64()), limit))
 		if err := backoff.Wait(ctx, wait); err != nil {
-			return &refusal{StopContext, err}
+			return now, &refusal{StopContext, err}
 		}
+		now = time.Now()
 	}
 }
 

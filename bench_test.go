@@ -23,6 +23,10 @@ func BenchmarkRoundTrip(b *testing.B) {
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/things", nil)
 	b.Run("in-memory/bare", func(b *testing.B) { benchRT(b, inMemory, req) })
 	b.Run("in-memory/httpretry", func(b *testing.B) { benchRT(b, &httpretry.Transport{Base: inMemory}, req) })
+	b.Run("in-memory/httpretry-overload", func(b *testing.B) {
+		benchRT(b, &httpretry.Transport{Base: inMemory, Policy: httpretry.Policy{
+			Overload: httpretry.OverloadPolicy{Throttle: true, Limit: true, Pace: true}}}, req)
+	})
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()

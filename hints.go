@@ -50,6 +50,10 @@ type HintPolicy struct {
 	RemainingHeader string
 }
 
+// rateLimitField is the RateLimit header field's name in canonical form,
+// so that looking it up on every response does not allocate.
+const rateLimitField = "Ratelimit"
+
 // ResetFormat is the unit of a rate-limit reset header.
 type ResetFormat int
 

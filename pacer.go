@@ -112,7 +112,7 @@ func announced(now time.Time, resp *http.Response, h *HintPolicy) (time.Duration
 		}
 	}
 	if !h.IgnoreRateLimit {
-		if vs := resp.Header.Values("RateLimit"); len(vs) > 0 {
+		if vs := resp.Header[rateLimitField]; len(vs) > 0 {
 			v := strings.Join(vs, ",")
 			if d, left, ok := parseRateLimitQuota(v); ok {
 				return d, left, true
@@ -125,7 +125,7 @@ func announced(now time.Time, resp *http.Response, h *HintPolicy) (time.Duration
 	if h.RemainingHeader == "" || h.ResetHeader == "" {
 		return 0, 0, false
 	}
-	rs, ts := resp.Header.Values(h.RemainingHeader), resp.Header.Values(h.ResetHeader)
+	rs, ts := resp.Header.Values(h.RemainingHeader), resp.Header.Values(h.ResetHeader) // canonical already: no allocation
 	if len(rs) != 1 || len(ts) != 1 {
 		return 0, 0, false
 	}

@@ -219,6 +219,10 @@ func compile(p Policy) *policy {
 		newBudget:      p.NewBudget,
 		hints:          p.Hints,
 	}
+	// Canonical header names, so that reading them from every response,
+	// as pacing does, does not allocate.
+	c.hints.ResetHeader = http.CanonicalHeaderKey(c.hints.ResetHeader)
+	c.hints.RemainingHeader = http.CanonicalHeaderKey(c.hints.RemainingHeader)
 	if c.backoff == nil {
 		c.backoff = backoff.Default()
 	}

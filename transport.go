@@ -209,14 +209,13 @@ func (c *callState) roundTrip() (*http.Response, error) {
 	if c.p.stateful() {
 		c.state = c.t.states.load(c.h)
 		if c.state == nil && c.p.overload != nil {
-			// The overload controls learn from every attempt.
+			// The overload controls learn from every attempt: state now.
 			c.state = c.t.states.create(c.h, c.p, time.Now())
-		}
-		if c.state != nil {
+		} else if c.state != nil {
 			c.state.touch(time.Now())
-			if c.state.budget != nil {
-				c.state.budget.Begin()
-			}
+		}
+		if c.state != nil && c.state.budget != nil {
+			c.state.budget.Begin()
 		}
 	}
 	return c.run(ctx)
@@ -405,8 +404,11 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 	}
 	a.startTimer(c.p.attemptTimeout)
 	if c.timed || a.adm.limited {
-		a.start = time.Now()
-		a.adm.sent(ctx, a.start, c.p.attemptTimeout)
+		now := time.Now()
+		if c.timed {
+			a.start = now
+		}
+		a.adm.sent(ctx, now, c.p.attemptTimeout)
 	}
 	c.sent++
 	c.held = nil
@@ -460,15 +462,15 @@ func (c *callState) record(ctx context.Context, a *attempt) {
 		a.breakDone(outcome)
 		a.breakDone = nil
 	}
-	if a.adm.s != nil {
-		sig := signalNone
-		if !a.Lost {
-			sig = loadSignal(ctx, a.Response, a.Err)
-		}
-		a.adm.done(time.Now(), sig, a.Response, &c.p.hints)
-	}
 	if s := c.state; s != nil {
 		now := time.Now()
+		if a.adm.s != nil {
+			sig := signalNone
+			if !a.Lost {
+				sig = loadSignal(ctx, a.Response, a.Err)
+			}
+			a.adm.done(now, sig, a.Response, &c.p.hints)
+		}
 		s.touch(now)
 		s.attempts.Add(1)
 		if outcome == errBreakerFailure || a.Class.retryable() {
