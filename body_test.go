@@ -17,6 +17,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 func TestBodyReplay(t *testing.T) {
@@ -43,7 +44,7 @@ func TestBodyReplay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				fake := newFake(t, status(503), status(503), status(200))
+				fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(503), httpretrytest.Status(200))
 				tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{MaxReplayBytes: tc.limit}}
 				req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, site, tc.body())
 				require.NoError(t, err)
@@ -54,11 +55,11 @@ func TestBodyReplay(t *testing.T) {
 				resp.Body.Close()
 				assert.True(t, origBody == req.Body, "the caller's Body field is untouched")
 				assert.Equal(t, origLen, req.ContentLength)
-				seen := fake.attempts()
+				seen := fake.Requests()
 				require.Len(t, seen, tc.attempts)
 				for _, s := range seen {
-					assert.Equal(t, payload, s.body, "every attempt sends the whole body")
-					assert.Equal(t, tc.wantGetBody, s.getBody)
+					assert.Equal(t, payload, string(s.Body), "every attempt sends the whole body")
+					assert.Equal(t, tc.wantGetBody, s.GetBody)
 				}
 			})
 		})
@@ -74,7 +75,7 @@ func TestCallerBodyClosedExactlyOnce(t *testing.T) {
 	t.Parallel()
 	for _, limit := range []int64{0, 3, -1} {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, status(503), status(200))
+			fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
 			body := newCountingBody("hello")
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, site, body)
 			tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{MaxReplayBytes: limit}}
@@ -82,7 +83,7 @@ func TestCallerBodyClosedExactlyOnce(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 			assert.EqualValues(t, 1, body.closed.Load(), "limit %d", limit)
-			assert.Equal(t, "hello", fake.attempts()[0].body)
+			assert.Equal(t, "hello", string(fake.Requests()[0].Body))
 		})
 	}
 }
@@ -90,7 +91,7 @@ func TestCallerBodyClosedExactlyOnce(t *testing.T) {
 func TestBodyErrors(t *testing.T) {
 	t.Parallel()
 	t.Run("a body that errors half-way while buffering", func(t *testing.T) {
-		fake := newFake(t, status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
 		body := newCountingBody("hello world")
 		body.failAt, body.failErr = 5, errBoom
 		req, _ := http.NewRequest(http.MethodPost, site, body)
@@ -98,25 +99,25 @@ func TestBodyErrors(t *testing.T) {
 		assert.Nil(t, resp)
 		assert.ErrorIs(t, err, httpretry.ErrRequestBody)
 		assert.ErrorIs(t, err, errBoom)
-		assert.Empty(t, fake.attempts(), "nothing half-read is sent")
+		assert.Empty(t, fake.Requests(), "nothing half-read is sent")
 		assert.EqualValues(t, 1, body.closed.Load())
 	})
 	t.Run("a Content-Length that lies", func(t *testing.T) {
 		for _, n := range []int64{3, 50} {
-			fake := newFake(t, status(200))
+			fake := httpretrytest.NewScript(httpretrytest.Status(200))
 			body := newCountingBody("0123456789")
 			req, _ := http.NewRequest(http.MethodPut, site, body)
 			req.ContentLength = n
 			_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
 			assert.ErrorIs(t, err, httpretry.ErrRequestBody)
 			assert.ErrorContains(t, err, "ContentLength")
-			assert.Empty(t, fake.attempts())
+			assert.Empty(t, fake.Requests())
 			assert.EqualValues(t, 1, body.closed.Load())
 		}
 	})
 	t.Run("GetBody that errors before a retry returns the response in hand", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, status(503), status(200))
+			fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, site, strings.NewReader("x"))
 			req.GetBody = func() (io.ReadCloser, error) { return nil, errBoom }
 			resp, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
@@ -124,12 +125,12 @@ func TestBodyErrors(t *testing.T) {
 			assert.Equal(t, 503, resp.StatusCode)
 			assert.Equal(t, "Service Unavailable", readAll(t, resp.Body))
 			resp.Body.Close()
-			assert.Len(t, fake.attempts(), 1)
+			assert.Len(t, fake.Requests(), 1)
 		})
 	})
 	t.Run("GetBody that errors after a transport error", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, failWith(io.EOF))
+			fake := httpretrytest.NewScript(httpretrytest.Fail(io.EOF))
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, site, strings.NewReader("x"))
 			req.GetBody = func() (io.ReadCloser, error) { return nil, errBoom }
 			_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
@@ -228,7 +229,7 @@ func (b *blockingBody) Close() error {
 func TestBufferingEndsWithTheContext(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
 		body := newBlockingBody()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
@@ -239,7 +240,7 @@ func TestBufferingEndsWithTheContext(t *testing.T) {
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorIs(t, err, httpretry.ErrRequestBody)
 		assert.Equal(t, time.Second, time.Since(start), "returned when the context ended")
-		assert.Empty(t, fake.attempts())
+		assert.Empty(t, fake.Requests())
 		synctest.Wait()
 		assert.EqualValues(t, 1, body.closes.Load(), "the caller's body closed once")
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // switchable answers with the current status of each host.
@@ -104,7 +105,7 @@ func TestCircuitBreaker(t *testing.T) {
 func TestBreakerOpenDuringRetriesKeepsTheAnswer(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Backoff: backoff.Constant(time.Second),
 			Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 2},
@@ -114,7 +115,7 @@ func TestBreakerOpenDuringRetriesKeepsTheAnswer(t *testing.T) {
 		require.NoError(t, err, "the breaker opening mid-call returns the response in hand")
 		defer resp.Body.Close()
 		assert.Equal(t, 503, resp.StatusCode)
-		assert.Len(t, fake.attempts(), 2)
+		assert.Len(t, fake.Requests(), 2)
 		assert.Equal(t, time.Second, time.Since(start), "no wait after the breaker opened")
 	})
 }
@@ -142,11 +143,11 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 func TestInnerBreakerIsTerminal(t *testing.T) {
 	t.Parallel()
 	for _, inner := range []error{httpretry.ErrCircuitOpen, gobreaker.ErrOpenState, fmt.Errorf("sdk: %w", gobreaker.ErrTooManyRequests)} {
-		fake := newFake(t, failWith(inner))
+		fake := httpretrytest.NewScript(httpretrytest.Fail(inner))
 		tr := &httpretry.Transport{Base: fake}
 		_, err := tr.RoundTrip(get(t, context.Background()))
 		assert.ErrorIs(t, err, inner)
-		assert.Len(t, fake.attempts(), 1, "no retry, no wait, no budget charge")
+		assert.Len(t, fake.Requests(), 1, "no retry, no wait, no budget charge")
 	}
 }
 
@@ -156,7 +157,7 @@ func TestInnerBreakerIsTerminal(t *testing.T) {
 func TestBreakerOpensDuringTheWait(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, step{status: 503, body: "try later"})
+		fake := httpretrytest.NewScript(httpretrytest.Respond(503, "try later"))
 		var (
 			mu    sync.Mutex
 			calls []httpretry.Call
@@ -184,7 +185,7 @@ func TestBreakerOpensDuringTheWait(t *testing.T) {
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Equal(t, "try later", readAll(t, resp.Body), "the response in hand, whole")
 		resp.Body.Close()
-		assert.Len(t, fake.attempts(), 3, "the retry was refused")
+		assert.Len(t, fake.Requests(), 3, "the retry was refused")
 		require.Len(t, calls, 3)
 		assert.Equal(t, httpretry.StopBreaker, calls[2].Stop)
 		assert.Equal(t, 1, calls[2].Attempts)

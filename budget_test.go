@@ -13,6 +13,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 func TestTokenBucketArithmetic(t *testing.T) {
@@ -117,7 +118,7 @@ func TestRatioBudget(t *testing.T) {
 func TestBudgetThroughTransport(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		var refused int
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0)},
 			OnAttempt: func(a httpretry.Attempt) {
@@ -131,7 +132,7 @@ func TestBudgetThroughTransport(t *testing.T) {
 			require.NoError(t, err, "the failure itself is returned")
 			resp.Body.Close()
 		}
-		assert.Len(t, fake.attempts(), requests+100, "100 retries, then none")
+		assert.Len(t, fake.Requests(), requests+100, "100 retries, then none")
 		// 33 requests take 3 retries each (495 tokens), the 34th takes the
 		// last one and is refused its second; the 166 after it are refused
 		// their first.
@@ -204,7 +205,7 @@ func TestBudgetKeyFoldsTheDefaultPort(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var created []string
-		tr := &httpretry.Transport{Base: newFake(t, status(503)), Policy: httpretry.Policy{
+		tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(503)), Policy: httpretry.Policy{
 			MaxAttempts: 1,
 			NewBudget: func(host string) httpretry.Budget {
 				created = append(created, host)
@@ -261,14 +262,14 @@ func TestNoStateForHealthyHosts(t *testing.T) {
 func TestNoBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0), NewBudget: httpretry.NoBudget}}
 		for range 200 {
 			resp, err := tr.RoundTrip(get(t, t.Context()))
 			require.NoError(t, err)
 			resp.Body.Close()
 		}
-		assert.Len(t, fake.attempts(), 800, "every request gets all 4 attempts")
+		assert.Len(t, fake.Requests(), 800, "every request gets all 4 attempts")
 	})
 }
 
@@ -303,7 +304,7 @@ func TestOnlySentRetriesCost(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		bucket := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 1})
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(time.Minute),
 			NewBudget: func(string) httpretry.Budget { return bucket },
@@ -315,7 +316,7 @@ func TestOnlySentRetriesCost(t *testing.T) {
 			assert.ErrorIs(t, err, context.Canceled)
 		}
 		assert.Equal(t, 10, bucket.Tokens(), "no retry was sent")
-		assert.Len(t, fake.attempts(), 10)
+		assert.Len(t, fake.Requests(), 10)
 	})
 }
 
@@ -333,7 +334,7 @@ func TestBudgetEmbeddingTokenBucket(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		b := &countingBudget{TokenBucket: httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})}
-		fake := newFake(t, status(503), status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(0),
 			NewBudget: func(string) httpretry.Budget { return b },

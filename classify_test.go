@@ -21,6 +21,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // streamInfo has a field named like an HTTP/2 stream error's.
@@ -72,7 +73,7 @@ func TestClassifyNeverPanics(t *testing.T) {
 	} {
 		assert.NotPanics(t, func() { httpretry.Classify(req, nil, err) }, "%T", err)
 		assert.NotPanics(t, func() { httpretry.Classify(nil, nil, err) }, "%T", err)
-		fake := newFake(t, failWith(err))
+		fake := httpretrytest.NewScript(httpretrytest.Fail(err))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
 		assert.NotPanics(t, func() {
 			if _, err := tr.RoundTrip(get(t, context.Background())); err == nil {
@@ -177,12 +178,12 @@ func TestClientCertificateRejectedIsFatal(t *testing.T) {
 func TestUnknownErrorSentOnce(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, failWith(errors.New("signer: key expired")))
+		fake := httpretrytest.NewScript(httpretrytest.Fail(errors.New("signer: key expired")))
 		_, err := (&httpretry.Transport{Base: fake}).RoundTrip(get(t, t.Context()))
 		var re *httpretry.RetryError
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, httpretry.StopFatal, re.Reason)
-		assert.Len(t, fake.attempts(), 1)
+		assert.Len(t, fake.Requests(), 1)
 		assert.True(t, strings.HasPrefix(err.Error(), "httpretry: not retryable after 1 attempt: signer"), err.Error())
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // tricklingBody yields a byte every 50 ms for ever, until closed.
@@ -89,32 +90,32 @@ func TestRefusedStreamFromXNet(t *testing.T) {
 			{errors.Join(errBoom, xnetStreamError{Code: 0x7}), 4}, // wrapped
 			{xnetStreamError{StreamID: 3, Code: 0x2}, 1},          // INTERNAL_ERROR: may have been processed
 		} {
-			fake := newFake(t, failWith(tc.err))
+			fake := httpretrytest.NewScript(httpretrytest.Fail(tc.err))
 			tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, site, strings.NewReader("x"))
 			_, err := tr.RoundTrip(req)
 			require.Error(t, err)
-			assert.Len(t, fake.attempts(), tc.attempts, "%v", tc.err)
+			assert.Len(t, fake.Requests(), tc.attempts, "%v", tc.err)
 		}
 	})
 }
 
 func TestUnknownErrorsOnOtherSchemesAreFatal(t *testing.T) {
 	t.Parallel()
-	fake := newFake(t, failWith(errors.New(`unsupported protocol scheme "ftp"`)))
+	fake := httpretrytest.NewScript(httpretrytest.Fail(errors.New(`unsupported protocol scheme "ftp"`)))
 	tr := &httpretry.Transport{Base: fake}
 	req, _ := http.NewRequest(http.MethodGet, "ftp://files.example.com/x", nil)
 	_, err := tr.RoundTrip(req)
 	var re *httpretry.RetryError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, httpretry.StopFatal, re.Reason)
-	assert.Len(t, fake.attempts(), 1)
+	assert.Len(t, fake.Requests(), 1)
 }
 
 func TestContentLengthWithoutBody(t *testing.T) {
 	t.Parallel()
 	for _, body := range []bool{false, true} {
-		fake := newFake(t, status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
 		req, _ := http.NewRequest(http.MethodPost, site, nil)
 		if body {
 			req.Body = http.NoBody
@@ -122,6 +123,6 @@ func TestContentLengthWithoutBody(t *testing.T) {
 		req.ContentLength = 10
 		_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
 		assert.ErrorIs(t, err, httpretry.ErrInvalidRequest)
-		assert.Empty(t, fake.attempts())
+		assert.Empty(t, fake.Requests())
 	}
 }

@@ -12,20 +12,21 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // policyFor reports which policy a URL gets, by giving each policy a
 // distinct MaxAttempts and counting attempts against an always-503 Base.
 func policyFor(t *testing.T, hosts map[string]httpretry.Policy, rawURL string) int {
 	t.Helper()
-	fake := newFake(t, status(503))
+	fake := httpretrytest.NewScript(httpretrytest.Status(503))
 	tr := &httpretry.Transport{Base: fake, Hosts: hosts, Policy: httpretry.Policy{MaxAttempts: 1}}
 	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	resp.Body.Close()
-	return len(fake.attempts())
+	return len(fake.Requests())
 }
 
 func TestHostSelection(t *testing.T) {
@@ -92,7 +93,7 @@ func TestInvalidConfiguration(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fake := newFake(t, status(200))
+			fake := httpretrytest.NewScript(httpretrytest.Status(200))
 			tc.tr.Base = fake
 			body := newCountingBody("x")
 			req, _ := http.NewRequest(http.MethodPost, site, body)
@@ -100,7 +101,7 @@ func TestInvalidConfiguration(t *testing.T) {
 			assert.Nil(t, resp)
 			assert.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
 			assert.ErrorContains(t, err, tc.inText)
-			assert.Empty(t, fake.attempts(), "nothing is sent")
+			assert.Empty(t, fake.Requests(), "nothing is sent")
 			assert.EqualValues(t, 1, body.closed.Load())
 		})
 	}
