@@ -2,30 +2,18 @@ package httpretry_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // roundTripFunc adapts a function to http.RoundTripper.
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// seen is what the fake Base observed of one attempt.
-type seen struct {
-	method  string
-	header  http.Header
-	body    string
-	attempt int
-	at      time.Time
-	getBody bool
-}
 
 // trackedBody counts Close calls.
 type trackedBody struct {
@@ -72,8 +60,4 @@ func readAll(t *testing.T, r io.Reader) string {
 		t.Fatalf("read: %v", err)
 	}
 	return buf.String()
-}
-
-func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(t.Context(), d)
 }
