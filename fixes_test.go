@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,54 +16,20 @@ import (
 	"github.com/seedhq/httpretry/httpretrytest"
 )
 
-// tricklingBody yields a byte every 50 ms for ever, until closed.
-type tricklingBody struct {
-	once   sync.Once
-	closed chan struct{}
-	count  int
-	mu     sync.Mutex
-}
-
-func (b *tricklingBody) Read(p []byte) (int, error) {
-	select {
-	case <-time.After(50 * time.Millisecond):
-		p[0] = 'x'
-		return 1, nil
-	case <-b.closed:
-		return 0, errors.New("read on closed body")
-	}
-}
-
-func (b *tricklingBody) Close() error {
-	b.mu.Lock()
-	b.count++
-	b.mu.Unlock()
-	b.once.Do(func() { close(b.closed) })
-	return nil
-}
-
 func TestDrainIsBoundedInTime(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var bodies []*tricklingBody
-		calls := 0
-		base := roundTripFunc(func(*http.Request) (*http.Response, error) {
-			calls++
-			if calls == 2 {
-				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
-			}
-			b := &tricklingBody{closed: make(chan struct{})}
-			bodies = append(bodies, b)
-			return &http.Response{StatusCode: 503, Body: b}, nil
-		})
+		// A byte every 50 ms, for ever, then a success.
+		base := httpretrytest.NewScript(httpretrytest.Status(503).Filler(1<<30).Slow(1, 50*time.Millisecond), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
 		start := time.Now()
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 250*time.Millisecond, time.Since(start), "a trickling error body is cut after 250 ms")
-		require.Len(t, bodies, 1)
-		assert.Equal(t, 1, bodies[0].count, "closed exactly once")
+		reqs := base.Requests()
+		require.Len(t, reqs, 2)
+		assert.Equal(t, 1, reqs[0].ResponseBody.Closes(), "closed exactly once")
 	})
 }
 

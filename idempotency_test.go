@@ -99,13 +99,13 @@ func TestBadKeyGenerator(t *testing.T) {
 	for _, k := range []string{"", "a\nb"} {
 		fake := httpretrytest.NewScript(httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Keys: httpretry.KeyPolicy{New: func() string { return k }}}}
-		body := newCountingBody("x")
+		body := httpretrytest.NewBody("x")
 		req, _ := http.NewRequest(http.MethodPost, site, body)
 		_, err := tr.RoundTrip(req)
 		assert.ErrorContains(t, err, "Keys.New")
 		assert.ErrorIs(t, err, httpretry.ErrInvalidPolicy, "a generator that returns no key is a configuration error")
 		assert.Empty(t, fake.Requests())
-		assert.EqualValues(t, 1, body.closed.Load())
+		assert.Equal(t, 1, body.Closes())
 
 		bodiless, _ := http.NewRequest(http.MethodPost, site, nil)
 		_, err = tr.RoundTrip(bodiless)

@@ -95,14 +95,14 @@ func TestInvalidConfiguration(t *testing.T) {
 			t.Parallel()
 			fake := httpretrytest.NewScript(httpretrytest.Status(200))
 			tc.tr.Base = fake
-			body := newCountingBody("x")
+			body := httpretrytest.NewBody("x")
 			req, _ := http.NewRequest(http.MethodPost, site, body)
 			resp, err := tc.tr.RoundTrip(req)
 			assert.Nil(t, resp)
 			assert.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
 			assert.ErrorContains(t, err, tc.inText)
 			assert.Empty(t, fake.Requests(), "nothing is sent")
-			assert.EqualValues(t, 1, body.closed.Load())
+			assert.Equal(t, 1, body.Closes())
 		})
 	}
 }
@@ -124,7 +124,7 @@ func TestInvalidRequests(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			body := newCountingBody("x")
+			body := httpretrytest.NewBody("x")
 			req, _ := http.NewRequest(http.MethodPost, site, body)
 			tc.mutate(req)
 			resp, err := (&httpretry.Transport{}).RoundTrip(req)
@@ -134,7 +134,7 @@ func TestInvalidRequests(t *testing.T) {
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, httpretry.StopInvalid, re.Reason)
 			assert.Zero(t, re.Attempts)
-			assert.EqualValues(t, 1, body.closed.Load())
+			assert.Equal(t, 1, body.Closes())
 		})
 	}
 	t.Run("nil request", func(t *testing.T) {

@@ -23,13 +23,13 @@ func TestNilHeaderIsInvalid(t *testing.T) {
 		{Keys: httpretry.KeyPolicy{Disabled: true}}, // nothing added
 	} {
 		fake := httpretrytest.NewScript(httpretrytest.Status(200))
-		body := newCountingBody("x")
+		body := httpretrytest.NewBody("x")
 		req := &http.Request{Method: http.MethodPost, URL: &url.URL{Scheme: "https", Host: "api.example.com", Path: "/"}, Body: body}
 		resp, err := (&httpretry.Transport{Base: fake, Policy: p}).RoundTrip(req)
 		assert.Nil(t, resp)
 		require.ErrorIs(t, err, httpretry.ErrInvalidRequest)
 		assert.ErrorContains(t, err, "nil Header")
 		assert.Empty(t, fake.Requests())
-		assert.EqualValues(t, 1, body.closed.Load(), "body closed")
+		assert.Equal(t, 1, body.Closes(), "body closed")
 	}
 }

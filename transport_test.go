@@ -133,7 +133,7 @@ func TestErrorsWithoutResponse(t *testing.T) {
 		})
 	})
 	t.Run("Base returning both is treated as an error", func(t *testing.T) {
-		body := &trackedBody{Reader: strings.NewReader("x")}
+		body := httpretrytest.NewBody("x")
 		base := roundTripFunc(func(*http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 200, Body: body}, errBoom
 		})
@@ -141,7 +141,7 @@ func TestErrorsWithoutResponse(t *testing.T) {
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		assert.Nil(t, resp)
 		assert.ErrorIs(t, err, errBoom)
-		assert.EqualValues(t, 1, body.closed.Load())
+		assert.Equal(t, 1, body.Closes())
 	})
 	t.Run("Base returning neither is an error", func(t *testing.T) {
 		base := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
@@ -247,12 +247,12 @@ func TestContext(t *testing.T) {
 		fake := httpretrytest.NewScript(httpretrytest.Status(200))
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		body := newCountingBody("x")
+		body := httpretrytest.NewBody("x")
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, site, body)
 		_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.Empty(t, fake.Requests())
-		assert.EqualValues(t, 1, body.closed.Load())
+		assert.Equal(t, 1, body.Closes())
 	})
 	t.Run("a cause is kept", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
