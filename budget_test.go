@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -145,7 +146,11 @@ func TestBudgetThroughTransport(t *testing.T) {
 func TestBudgetRefillsThroughTransport(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &switchable{status: map[string]int{"api.example.com": 503}, calls: map[string]int{}}
+		var code atomic.Int32 // what the host answers: it fails, recovers, fails
+		code.Store(503)
+		base := &httpretrytest.HandlerTransport{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(int(code.Load()))
+		})}
 		bucket := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Backoff: backoff.Constant(0), NewBudget: func(string) httpretry.Budget { return bucket },
@@ -158,15 +163,15 @@ func TestBudgetRefillsThroughTransport(t *testing.T) {
 		for bucket.Tokens() > 0 {
 			send()
 		}
-		base.set("api.example.com", 200)
+		code.Store(200)
 		for range 5 {
 			send()
 		}
 		assert.Equal(t, 5, bucket.Tokens())
-		before := base.count("api.example.com")
-		base.set("api.example.com", 503)
+		before := len(base.Requests())
+		code.Store(503)
 		send()
-		assert.Equal(t, 2, base.count("api.example.com")-before, "one retry, paid for by five successes")
+		assert.Equal(t, 2, len(base.Requests())-before, "one retry, paid for by five successes")
 		assert.Equal(t, 0, bucket.Tokens())
 	})
 }
@@ -176,7 +181,7 @@ func TestBudgetIsPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		down := map[string]bool{"down.example.com": true}
 		var attempts = map[string]int{}
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			attempts[req.URL.Host]++
 			code := 200
 			if down[req.URL.Host] {
@@ -229,7 +234,11 @@ func TestNoStateForHealthyHosts(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		created := 0
-		base := &switchable{status: map[string]int{"api.example.com": 200}, calls: map[string]int{}}
+		var code atomic.Int32 // what the host answers: it succeeds, then fails
+		code.Store(200)
+		base := &httpretrytest.HandlerTransport{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(int(code.Load()))
+		})}
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(0),
 			NewBudget: func(host string) httpretry.Budget { created++; return httpretry.DefaultBudget(host) },
@@ -242,7 +251,7 @@ func TestNoStateForHealthyHosts(t *testing.T) {
 		}
 		assert.Zero(t, created)
 		assert.Empty(t, tr.Stats())
-		base.set("api.example.com", 503)
+		code.Store(503)
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()

@@ -151,7 +151,7 @@ func TestClientCertificateRejectedIsFatal(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	attempts := 0
-	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		attempts++
 		return srv.Client().Transport.RoundTrip(req)
 	})

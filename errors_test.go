@@ -32,10 +32,7 @@ func TestUncomparableCancelCause(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cause := listError{"shutting down"}
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			<-req.Context().Done()
-			return nil, context.Cause(req.Context())
-		})
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour)) // cut by the cancellation first
 		for _, stage := range []string{"during an attempt", "during a wait"} {
 			ctx, cancel := context.WithCancelCause(t.Context())
 			rt := http.RoundTripper(base)
@@ -65,10 +62,7 @@ func TestUncomparableCancelCause(t *testing.T) {
 func TestRetryErrorTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		hang := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			<-req.Context().Done()
-			return nil, req.Context().Err()
-		})
+		hang := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour)) // cut by every deadline below first
 		check := func(name string, tr *httpretry.Transport, timeout time.Duration) {
 			client := &http.Client{Transport: tr}
 			ctx, cancel := context.WithTimeout(t.Context(), timeout)

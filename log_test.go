@@ -61,7 +61,7 @@ func TestLoggingGivingUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&buf, nil))
-		fake := httpretrytest.NewScript(httpretrytest.Fail(dialRefused()))
+		fake := httpretrytest.NewScript(httpretrytest.Fail(httpretrytest.DialRefused()))
 		tr := &httpretry.Transport{Base: fake, Logger: logger, Policy: httpretry.Policy{MaxAttempts: 2, Backoff: backoff.Constant(0)}}
 		_, err := tr.RoundTrip(get(t, t.Context()))
 		require.Error(t, err)

@@ -150,7 +150,7 @@ func FuzzHostPattern(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pattern, host string) {
 		u := &url.URL{Scheme: "https", Host: host, Path: "/"}
 		tr := &httpretry.Transport{
-			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			Base: httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) {
 				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
 			}),
 			Hosts: map[string]httpretry.Policy{pattern: {MaxAttempts: 2}},

@@ -29,10 +29,6 @@ func get(t *testing.T, ctx context.Context) *http.Request {
 	return req
 }
 
-func dialRefused() error {
-	return &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "connection refused"}}
-}
-
 func TestClassificationOfStatuses(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -108,7 +104,7 @@ func TestErrorsWithoutResponse(t *testing.T) {
 	t.Parallel()
 	t.Run("refused connection is a RetryError reaching the OpError", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := httpretrytest.NewScript(httpretrytest.Fail(dialRefused()))
+			fake := httpretrytest.NewScript(httpretrytest.Fail(httpretrytest.DialRefused()))
 			tr := &httpretry.Transport{Base: fake}
 			resp, err := tr.RoundTrip(get(t, t.Context()))
 			require.Nil(t, resp)
@@ -134,7 +130,7 @@ func TestErrorsWithoutResponse(t *testing.T) {
 	})
 	t.Run("Base returning both is treated as an error", func(t *testing.T) {
 		body := httpretrytest.NewBody("x")
-		base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		base := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 200, Body: body}, errBoom
 		})
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{MaxAttempts: 1}}
@@ -144,7 +140,7 @@ func TestErrorsWithoutResponse(t *testing.T) {
 		assert.Equal(t, 1, body.Closes())
 	})
 	t.Run("Base returning neither is an error", func(t *testing.T) {
-		base := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+		base := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{MaxAttempts: 1}}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		assert.Nil(t, resp)
@@ -154,14 +150,17 @@ func TestErrorsWithoutResponse(t *testing.T) {
 
 func TestErrorClassification(t *testing.T) {
 	t.Parallel()
+	// A failed dial that is not ECONNREFUSED, so that the rule for dials is
+	// the one that decides.
+	dialErr := &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "connection refused"}}
 	cases := []struct {
 		name     string
 		method   string
 		err      error
 		attempts int
 	}{
-		{"dial error, GET", "GET", dialRefused(), 4},
-		{"dial error, unkeyed PATCH (never sent)", "PATCH", dialRefused(), 4},
+		{"dial error, GET", "GET", dialErr, 4},
+		{"dial error, unkeyed PATCH (never sent)", "PATCH", dialErr, 4},
 		{"ECONNREFUSED, PATCH", "PATCH", syscall.ECONNREFUSED, 4},
 		{"reset, GET", "GET", syscall.ECONNRESET, 4},
 		{"reset, unkeyed PATCH (may have been applied)", "PATCH", syscall.ECONNRESET, 1},
@@ -270,15 +269,8 @@ func TestAttemptTimeout(t *testing.T) {
 	t.Parallel()
 	t.Run("a hung attempt is cut and retried", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			calls := 0
-			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				calls++
-				if calls < 3 {
-					<-req.Context().Done()
-					return nil, req.Context().Err()
-				}
-				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
-			})
+			hung := httpretrytest.Status(200).After(time.Hour) // cut by the attempt timeout first
+			base := httpretrytest.NewScript(hung, hung, httpretrytest.Status(200))
 			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 				AttemptTimeout: 2 * time.Second, Backoff: backoff.Constant(time.Second),
 			}}
@@ -286,16 +278,13 @@ func TestAttemptTimeout(t *testing.T) {
 			resp, err := tr.RoundTrip(get(t, t.Context()))
 			require.NoError(t, err)
 			resp.Body.Close()
-			assert.Equal(t, 3, calls)
+			assert.Len(t, base.Requests(), 3)
 			assert.Equal(t, 6*time.Second, time.Since(start))
 		})
 	})
 	t.Run("exhausted timeouts report ErrAttemptTimeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				<-req.Context().Done()
-				return nil, req.Context().Err()
-			})
+			base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour)) // cut by the attempt timeout first
 			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{AttemptTimeout: time.Second, MaxAttempts: 2}}
 			_, err := tr.RoundTrip(get(t, t.Context()))
 			assert.ErrorIs(t, err, httpretry.ErrAttemptTimeout)
@@ -306,18 +295,12 @@ func TestAttemptTimeout(t *testing.T) {
 	t.Run("a slow body streams in full; closing it ends the attempt context", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var attemptCtx context.Context
-			pr, pw := io.Pipe()
-			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 				attemptCtx = req.Context()
-				return &http.Response{StatusCode: 200, Body: pr}, nil
+				// A slow server: a chunk a second, on the fake clock.
+				body := httpretrytest.NewBody(strings.Repeat("chunk", 5)).Slow(5, time.Second)
+				return &http.Response{StatusCode: 200, Body: body}, nil
 			})
-			go func() {
-				for range 5 {
-					time.Sleep(time.Second) // fake clock: a slow server
-					pw.Write([]byte("chunk"))
-				}
-				pw.Close()
-			}()
 			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{AttemptTimeout: 2 * time.Second}}
 			resp, err := tr.RoundTrip(get(t, t.Context()))
 			require.NoError(t, err)
@@ -331,15 +314,8 @@ func TestAttemptTimeout(t *testing.T) {
 
 func TestCloseIdleConnectionsIsForwarded(t *testing.T) {
 	t.Parallel()
-	base := &idleCloser{}
+	base := httpretrytest.NewScript()
 	(&httpretry.Transport{Base: base}).CloseIdleConnections()
-	assert.True(t, base.closed)
+	assert.Positive(t, base.IdleClosures())
 	(&httpretry.Transport{}).CloseIdleConnections() // the default Base
 }
-
-type idleCloser struct {
-	roundTripFunc
-	closed bool
-}
-
-func (c *idleCloser) CloseIdleConnections() { c.closed = true }
