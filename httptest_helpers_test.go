@@ -4,14 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net/http"
 	"testing"
 )
-
-// roundTripFunc adapts a function to http.RoundTripper.
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 var errBoom = errors.New("boom")
 
