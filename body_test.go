@@ -173,6 +173,23 @@ func TestDiscardedBodiesAreDrainedBounded(t *testing.T) {
 	})
 }
 
+func TestDrainIsBoundedInTime(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// A byte every 50 ms, for ever, then a success.
+		base := httpretrytest.NewScript(httpretrytest.Status(503).Filler(1<<30).Slow(1, 50*time.Millisecond), httpretrytest.Status(200))
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 250*time.Millisecond, time.Since(start), "a trickling error body is cut after 250 ms")
+		reqs := base.Requests()
+		require.Len(t, reqs, 2)
+		assert.Equal(t, 1, reqs[0].ResponseBody.Closes(), "closed exactly once")
+	})
+}
+
 // TestBufferingEndsWithTheContext: a body without GetBody is buffered for
 // replay by a read that the caller's context ends at once, as net/http's
 // own sending would, instead of blocking until the buffer fills.

@@ -125,6 +125,40 @@ func TestUnknownErrorsAreFatal(t *testing.T) {
 	}
 }
 
+func TestRefusedStreamFromXNet(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			err      error
+			attempts int
+		}{
+			{xnetStreamError{StreamID: 3, Code: 0x7}, 4},          // REFUSED_STREAM: never processed
+			{&xnetStreamError{StreamID: 3, Code: 0x7}, 4},         // as a pointer
+			{errors.Join(errBoom, xnetStreamError{Code: 0x7}), 4}, // wrapped
+			{xnetStreamError{StreamID: 3, Code: 0x2}, 1},          // INTERNAL_ERROR: may have been processed
+		} {
+			fake := httpretrytest.NewScript(httpretrytest.Fail(tc.err))
+			tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, site, strings.NewReader("x"))
+			_, err := tr.RoundTrip(req)
+			require.Error(t, err)
+			assert.Len(t, fake.Requests(), tc.attempts, "%v", tc.err)
+		}
+	})
+}
+
+func TestUnknownErrorsOnOtherSchemesAreFatal(t *testing.T) {
+	t.Parallel()
+	fake := httpretrytest.NewScript(httpretrytest.Fail(errors.New(`unsupported protocol scheme "ftp"`)))
+	tr := &httpretry.Transport{Base: fake}
+	req, _ := http.NewRequest(http.MethodGet, "ftp://files.example.com/x", nil)
+	_, err := tr.RoundTrip(req)
+	var re *httpretry.RetryError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, httpretry.StopFatal, re.Reason)
+	assert.Len(t, fake.Requests(), 1)
+}
+
 type timeoutErr struct{}
 
 func (timeoutErr) Error() string   { return "i/o timeout" }
@@ -139,6 +173,16 @@ type goAwayError struct {
 }
 
 func (goAwayError) Error() string { return "http2: server sent GOAWAY" }
+
+// xnetStreamError has the shape of golang.org/x/net/http2.StreamError,
+// which, unlike net/http's bundled copy, has no As method.
+type xnetStreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e xnetStreamError) Error() string { return "stream error" }
 
 // TestClientCertificateRejectedIsFatal: a server that demands a client
 // certificate the client does not have rejects every handshake the same

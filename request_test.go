@@ -33,3 +33,18 @@ func TestNilHeaderIsInvalid(t *testing.T) {
 		assert.Equal(t, 1, body.Closes(), "body closed")
 	}
 }
+
+func TestContentLengthWithoutBody(t *testing.T) {
+	t.Parallel()
+	for _, body := range []bool{false, true} {
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
+		req, _ := http.NewRequest(http.MethodPost, site, nil)
+		if body {
+			req.Body = http.NoBody
+		}
+		req.ContentLength = 10
+		_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
+		assert.ErrorIs(t, err, httpretry.ErrInvalidRequest)
+		assert.Empty(t, fake.Requests())
+	}
+}

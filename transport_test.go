@@ -20,15 +20,6 @@ import (
 	"github.com/seedhq/httpretry/httpretrytest"
 )
 
-const site = "https://api.example.com/v1/things"
-
-func get(t *testing.T, ctx context.Context) *http.Request {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, site, nil)
-	require.NoError(t, err)
-	return req
-}
-
 func TestClassificationOfStatuses(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
