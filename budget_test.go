@@ -14,6 +14,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/chaos"
 	"github.com/seedhq/httpretry/httpretrytest"
 )
 
@@ -146,13 +147,16 @@ func TestBudgetThroughTransport(t *testing.T) {
 func TestBudgetRefillsThroughTransport(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var code atomic.Int32 // what the host answers: it fails, recovers, fails
-		code.Store(503)
-		base := &httpretrytest.HandlerTransport{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(int(code.Load()))
-		})}
+		// The host is down until the test ends the outage, and after it
+		// starts it again: every request that reaches it fails.
+		var failed atomic.Int32
+		outage := &chaos.Transport{
+			Next:     httpretrytest.NewScript(httpretrytest.Status(200)),
+			Rules:    []chaos.Rule{{Rate: 1, Fault: chaos.Status(503)}},
+			OnInject: func(*http.Request, *chaos.Rule) { failed.Add(1) },
+		}
 		bucket := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
-		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+		tr := &httpretry.Transport{Base: outage, Policy: httpretry.Policy{
 			Backoff: backoff.Constant(0), NewBudget: func(string) httpretry.Budget { return bucket },
 		}}
 		send := func() {
@@ -163,15 +167,15 @@ func TestBudgetRefillsThroughTransport(t *testing.T) {
 		for bucket.Tokens() > 0 {
 			send()
 		}
-		code.Store(200)
+		outage.SetEnabled(false)
 		for range 5 {
 			send()
 		}
 		assert.Equal(t, 5, bucket.Tokens())
-		before := len(base.Requests())
-		code.Store(503)
+		before := failed.Load()
+		outage.SetEnabled(true)
 		send()
-		assert.Equal(t, 2, len(base.Requests())-before, "one retry, paid for by five successes")
+		assert.EqualValues(t, 2, failed.Load()-before, "one retry, paid for by five successes")
 		assert.Equal(t, 0, bucket.Tokens())
 	})
 }
@@ -234,12 +238,13 @@ func TestNoStateForHealthyHosts(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		created := 0
-		var code atomic.Int32 // what the host answers: it succeeds, then fails
-		code.Store(200)
-		base := &httpretrytest.HandlerTransport{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(int(code.Load()))
-		})}
-		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+		// The host succeeds until the test starts an outage.
+		outage := &chaos.Transport{
+			Next:  httpretrytest.NewScript(httpretrytest.Status(200)),
+			Rules: []chaos.Rule{{Rate: 1, Fault: chaos.Status(503)}},
+		}
+		outage.SetEnabled(false)
+		tr := &httpretry.Transport{Base: outage, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(0),
 			NewBudget: func(host string) httpretry.Budget { created++; return httpretry.DefaultBudget(host) },
 			Breaker:   httpretry.BreakerPolicy{ConsecutiveFailures: 5},
@@ -251,7 +256,7 @@ func TestNoStateForHealthyHosts(t *testing.T) {
 		}
 		assert.Zero(t, created)
 		assert.Empty(t, tr.Stats())
-		code.Store(503)
+		outage.SetEnabled(true)
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
