@@ -191,7 +191,7 @@ func TestClientCertificateRejectedIsFatal(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert, MinVersion: tls.VersionTLS13}
-	srv.Config.ErrorLog = discardLogger()
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake failures are the point
 	srv.StartTLS()
 	defer srv.Close()
 	attempts := 0
@@ -231,5 +231,3 @@ func TestUnknownErrorSentOnce(t *testing.T) {
 		assert.True(t, strings.HasPrefix(err.Error(), "httpretry: not retryable after 1 attempt: signer"), err.Error())
 	})
 }
-
-func discardLogger() *log.Logger { return log.New(io.Discard, "", 0) }
