@@ -178,7 +178,7 @@ func TestValidateListsEveryError(t *testing.T) {
 	}
 	assert.Len(t, err.(interface{ Unwrap() []error }).Unwrap(), 12)
 
-	resp, rerr := tr.RoundTrip(httptestRequest(t))
+	resp, rerr := tr.RoundTrip(get(t, t.Context()))
 	assert.Nil(t, resp)
 	assert.ErrorIs(t, rerr, httpretry.ErrInvalidPolicy)
 	var re *httpretry.RetryError
@@ -186,10 +186,4 @@ func TestValidateListsEveryError(t *testing.T) {
 	assert.Equal(t, httpretry.StopInvalid, re.Reason)
 
 	assert.NoError(t, (&httpretry.Transport{}).Validate(), "the zero Transport is valid")
-}
-
-func httptestRequest(t *testing.T) *http.Request {
-	req, err := http.NewRequest(http.MethodGet, site, nil)
-	require.NoError(t, err)
-	return req
 }
