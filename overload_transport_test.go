@@ -18,6 +18,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // observed records what a Transport reports: every OnAttempt, every
@@ -110,7 +111,7 @@ func requireLocalRefusal(t *testing.T, err error, sentinel error, reason httpret
 func TestThrottlingRefusesLocally(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{MaxAttempts: 1,
 			Overload: httpretry.OverloadPolicy{Throttle: true}}}
 		o := watch(tr)
@@ -128,7 +129,7 @@ func TestThrottlingRefusesLocally(t *testing.T) {
 			resp.Body.Close()
 			time.Sleep(10 * time.Millisecond)
 		}
-		sent := len(fake.attempts())
+		sent := len(fake.Requests())
 		// The first 10 outcomes fill the window; after that, 9 in 10 are
 		// refused, the cap: about 10 + 190/10 sent.
 		assert.InDelta(t, 29, sent, 12, "attempts sent")
@@ -162,7 +163,7 @@ func TestThrottlingRefusesLocally(t *testing.T) {
 func TestThrottlingRefusedRetryKeepsTheAnswer(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond),
 			Overload: httpretry.OverloadPolicy{Throttle: true}}}
 		o := watch(tr)
@@ -174,10 +175,10 @@ func TestThrottlingRefusedRetryKeepsTheAnswer(t *testing.T) {
 		var found bool
 		for range 500 {
 			before := statsOf(t, tr, "api.example.com:443")
-			n := len(fake.attempts())
+			n := len(fake.Requests())
 			o.calls = nil
 			resp, err := tr.RoundTrip(get(t, t.Context()))
-			if err != nil || len(fake.attempts()) != n+1 {
+			if err != nil || len(fake.Requests()) != n+1 {
 				if resp != nil {
 					resp.Body.Close()
 				}
@@ -301,8 +302,8 @@ func TestConcurrencyLimitFailFast(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		g := &gate{}
-		fails := newFake(t, status(503))
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		fails := httpretrytest.NewScript(httpretrytest.Status(503))
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if req.URL.Path == "/slow" {
 				return g.RoundTrip(req)
 			}
@@ -332,7 +333,7 @@ func TestConcurrencyLimitFailFast(t *testing.T) {
 		resp := <-got // the retry found no slot
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		resp.Body.Close()
-		assert.Len(t, fails.attempts(), 1)
+		assert.Len(t, fails.Requests(), 1)
 		s := statsOf(t, tr, "api.example.com:443")
 		assert.Equal(t, s.BudgetCapacity, s.BudgetAvailable, "the retry's charge was given back")
 		assert.Zero(t, s.Retries)
@@ -361,7 +362,7 @@ func TestConcurrencyLimitSlotReleasedOnEveryPath(t *testing.T) {
 	}
 	t.Run("body handed to the caller", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			tr := &httpretry.Transport{Base: newFake(t, status(200)), Policy: httpretry.Policy{Overload: limit}}
+			tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(200)), Policy: httpretry.Policy{Overload: limit}}
 			first, err := tr.RoundTrip(get(t, t.Context()))
 			require.NoError(t, err)
 			assert.Zero(t, inFlight(t, tr), "the slot is not held while the body is read")
@@ -374,8 +375,8 @@ func TestConcurrencyLimitSlotReleasedOnEveryPath(t *testing.T) {
 	t.Run("errors and timeouts", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			g := &gate{}
-			fake := newFake(t, failWith(errBoom))
-			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			fake := httpretrytest.NewScript(httpretrytest.Fail(errBoom))
+			base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 				if n, _ := httpretry.AttemptFromContext(req.Context()); n == 1 {
 					return g.RoundTrip(req) // times out
 				}
@@ -391,7 +392,7 @@ func TestConcurrencyLimitSlotReleasedOnEveryPath(t *testing.T) {
 	})
 	t.Run("PrepareRetry refuses", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			tr := &httpretry.Transport{Base: newFake(t, status(503)), Policy: httpretry.Policy{Backoff: backoff.Constant(0),
+			tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(503)), Policy: httpretry.Policy{Backoff: backoff.Constant(0),
 				Overload:     limit,
 				PrepareRetry: func(httpretry.Attempt, *http.Request) error { return errBoom }}}
 			resp, err := tr.RoundTrip(get(t, t.Context()))
@@ -402,7 +403,7 @@ func TestConcurrencyLimitSlotReleasedOnEveryPath(t *testing.T) {
 	})
 	t.Run("the breaker refuses", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			tr := &httpretry.Transport{Base: newFake(t, failWith(dialRefused())), Policy: httpretry.Policy{
+			tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Fail(httpretrytest.DialRefused())), Policy: httpretry.Policy{
 				Backoff: backoff.Constant(0), Overload: limit,
 				Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 1}}}
 			_, err := tr.RoundTrip(get(t, t.Context()))
@@ -415,8 +416,8 @@ func TestConcurrencyLimitSlotReleasedOnEveryPath(t *testing.T) {
 	t.Run("a hedge that lost", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			g := &gate{}
-			fast := newFake(t, status(200))
-			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			fast := httpretrytest.NewScript(httpretrytest.Status(200))
+			base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 				if n, _ := httpretry.AttemptFromContext(req.Context()); n == 1 {
 					return g.RoundTrip(req) // answers only when cancelled
 				}
@@ -430,7 +431,7 @@ func TestConcurrencyLimitSlotReleasedOnEveryPath(t *testing.T) {
 			resp.Body.Close()
 			synctest.Wait() // the lost attempt is reaped
 			assert.Zero(t, inFlight(t, tr))
-			assert.Len(t, fast.attempts(), 1, "the hedge was sent")
+			assert.Len(t, fast.Requests(), 1, "the hedge was sent")
 		})
 	})
 }
@@ -559,17 +560,17 @@ func TestPacingByRetryAfterAndRateLimit(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
-		first  step
+		first  httpretrytest.Outcome
 		paused time.Duration
 	}{
-		{"429 with Retry-After", retryAfter(429, "5"), 5 * time.Second},
-		{"RateLimit, nothing left", step{status: 200, header: http.Header{"Ratelimit": {`"default";r=0;t=7`}}}, 7 * time.Second},
-		{"RateLimit, some left", step{status: 200, header: http.Header{"Ratelimit": {`"default";r=4;t=7`}}}, 0},
-		{"a 503's Retry-After is not a quota", retryAfter(503, "5"), 0},
+		{"429 with Retry-After", httpretrytest.RetryAfter(429, "5"), 5 * time.Second},
+		{"RateLimit, nothing left", httpretrytest.Status(200).Header("RateLimit", `"default";r=0;t=7`), 7 * time.Second},
+		{"RateLimit, some left", httpretrytest.Status(200).Header("RateLimit", `"default";r=4;t=7`), 0},
+		{"a 503's Retry-After is not a quota", httpretrytest.RetryAfter(503, "5"), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fake := newFake(t, tc.first, status(200))
+				fake := httpretrytest.NewScript(tc.first, httpretrytest.Status(200))
 				tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Overload: httpretry.OverloadPolicy{Pace: true}}}
 				resp, err := tr.RoundTrip(get(t, httpretry.WithoutRetries(t.Context())))
 				require.NoError(t, err)
@@ -592,7 +593,7 @@ func TestPacingByRetryAfterAndRateLimit(t *testing.T) {
 func TestOverloadPolicyIsPerHost(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		tr := &httpretry.Transport{Base: newFake(t, status(200)),
+		tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(200)),
 			Policy: httpretry.Policy{Overload: httpretry.OverloadPolicy{Throttle: true}},
 			Hosts: map[string]httpretry.Policy{
 				"limited.example.com": {Overload: httpretry.OverloadPolicy{Limit: true}},
@@ -660,8 +661,8 @@ func TestOverloadPolicyValidation(t *testing.T) {
 func TestOverloadStateIsBounded(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(200))
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if req.URL.Host == "sick.example.com" {
 				return nil, errors.Join(httpretry.ErrAttemptTimeout) // a timeout: overload
 			}
