@@ -49,12 +49,23 @@
 // errors.Is and errors.As and records the attempts made, the last status
 // seen and why retrying stopped.
 //
+// # Overload
+//
+// A retry budget caps retries; [Policy.Overload] ([OverloadPolicy]) also
+// sheds first attempts at the client, per host and opt-in: adaptive
+// throttling after the Google SRE book, an adaptive concurrency limit with
+// a waiting room, and pacing by the rate limit the host announces. Their
+// refusals fail fast with [ErrThrottled], [ErrConcurrencyLimit] or
+// [ErrRateLimited] and cost no attempt.
+//
 // # Observing it
 //
 // [Transport.Logger] gets one record per attempt, [Transport.OnAttempt] one
 // [Attempt] per attempt, [Transport.OnCall] one [Call] per RoundTrip, and
-// [Transport.Stats] returns the per-host state (retry budget, breaker)
-// at any time. Package httpretrytest fakes flaky upstreams for tests, and
+// [Transport.Stats] returns the per-host state (retry budget, breaker,
+// overload controls) at any time; a call that sent nothing, refused by an
+// overload control or the breaker, is reported to OnCall with its
+// [StopReason], not to OnAttempt. Package httpretrytest fakes flaky upstreams for tests, and
 // package chaos injects faults for rehearsals.
 //
 // # The caveat

@@ -162,13 +162,19 @@ func TestMetastableScenario(t *testing.T) {
 	if full() {
 		d = 240 * time.Second
 	}
+	window30 := Arm{"+ throttling, K = 2, 30 s window", func(host http.RoundTripper, p httpretry.Policy) http.RoundTripper {
+		p.Overload = httpretry.OverloadPolicy{Throttle: true, ThrottleWindow: 30 * time.Second}
+		return &httpretry.Transport{Base: host, Policy: p}
+	}}
 	for _, c := range []struct {
 		arm      Arm
-		baseline bool
+		baseline bool // run only at full length
+		noGoal   bool // logged, not checked: why the default window is 10 s
 	}{
-		{Throttle(0), false},
-		{Limit(false), false},
-		{Limit(true), true},
+		{Throttle(0), false, false},
+		{Limit(false), false, false},
+		{Limit(true), true, false},
+		{window30, true, true},
 	} {
 		if c.baseline && !full() {
 			continue
@@ -182,6 +188,9 @@ func TestMetastableScenario(t *testing.T) {
 				took, first := r.Recovered-cfg.BlipEnd, r.FirstGoodput-cfg.BlipEnd
 				t.Logf("C2 %-32s backlog %.0f, recovered %v after the blip (%.2f × %v), first goodput %v after",
 					c.arm.Name, r.Backlog, took, float64(took)/float64(limit), limit.Round(time.Second), first)
+				if c.noGoal {
+					return
+				}
 				require.NotZero(t, r.Recovered, "recovered")
 				assert.LessOrEqual(t, took, limit/4, "recovery after the blip")
 				require.NotZero(t, r.FirstGoodput, "goodput after the blip")
@@ -230,17 +239,26 @@ func TestQuotaScenario(t *testing.T) {
 // 60 % of a tight attempt timeout, is neither limited nor throttled:
 // isolated cuts of the limit heal within a round trip, an answer is slow
 // only against the host's own fastest, and throttling starts only past
-// 1 − 1/K of attempts failing.
+// 1 − 1/K of attempts failing. At full length it also logs what higher
+// shares of random 503s cost, without a bound.
 func TestOverloadNoFalseAlarms(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
+	type hostCase struct {
 		name    string
 		host    HostConfig
 		timeout time.Duration
-	}{
-		{"1 % 503s, 1 % timeouts", HostConfig{Service: 50 * time.Millisecond, Fail: 0.01, Stall: 0.01, StallFor: 2 * time.Second, Seed: 1}, time.Second},
-		{"answers in 60 % of the timeout", HostConfig{Service: 60 * time.Millisecond}, 100 * time.Millisecond},
-	} {
+		bound   bool // at most one refusal in a thousand
+	}
+	cases := []hostCase{
+		{"1 % 503s, 1 % timeouts", HostConfig{Service: 50 * time.Millisecond, Fail: 0.01, Stall: 0.01, StallFor: 2 * time.Second, Seed: 1}, time.Second, true},
+		{"answers in 60 % of the timeout", HostConfig{Service: 60 * time.Millisecond}, 100 * time.Millisecond, true},
+	}
+	if full() {
+		for _, f := range []float64{0.05, 0.2, 0.5} {
+			cases = append(cases, hostCase{fmt.Sprintf("%.0f %% 503s", 100*f), HostConfig{Service: 50 * time.Millisecond, Fail: f, Seed: 1}, time.Second, false})
+		}
+	}
+	for _, c := range cases {
 		for _, arm := range []Arm{Limit(false), Throttle(0)} {
 			t.Run(c.name+", "+arm.Name, func(t *testing.T) {
 				t.Parallel()
@@ -248,7 +266,12 @@ func TestOverloadNoFalseAlarms(t *testing.T) {
 					host := NewHost(c.host)
 					client := arm.New(host, httpretry.Policy{AttemptTimeout: c.timeout, MaxAttempts: 1})
 					out := DriveTraffic(client, host, Traffic{Rate: 1000, Duration: 10 * time.Second}, 1)
-					assert.LessOrEqual(t, Sum(out.Refused), out.Requests/1000, "refused of %d", out.Requests)
+					n := Sum(out.Refused)
+					t.Logf("%s, %s: %d of %d refused (%.2f %%, %.2f per second)", c.name, arm.Name, n, out.Requests,
+						100*float64(n)/float64(out.Requests), float64(n)/10)
+					if c.bound {
+						assert.LessOrEqual(t, n, out.Requests/1000, "refused of %d", out.Requests)
+					}
 				})
 			})
 		}
