@@ -95,6 +95,9 @@ func (c *callState) pace(ctx context.Context, hedge bool, now time.Time) (time.T
 		}
 		wait = max(wait, min(wait+time.Duration(float64(wait)/10*rand.Float64()), limit))
 		if err := backoff.Wait(ctx, wait); err != nil {
+			if errors.Is(err, backoff.ErrDeadline) { // the clock moved on since the check
+				return now, &refusal{StopDeadline, err}
+			}
 			return now, &refusal{StopContext, err}
 		}
 		now = time.Now()

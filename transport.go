@@ -321,8 +321,8 @@ func (c *callState) finish(ctx context.Context, a *attempt) (*http.Response, err
 }
 
 // refusal is an attempt that was not sent: an overload control, the
-// breaker or PrepareRetry refused it, or (StopContext) the caller's
-// context ended while it waited for admission.
+// breaker or PrepareRetry refused it, or (StopContext, StopDeadline) the
+// caller's context ended, or was about to, while it waited for admission.
 type refusal struct {
 	reason StopReason
 	err    error
@@ -338,7 +338,7 @@ func (c *callState) refused(ctx context.Context, err error) (*http.Response, err
 	c.unreserve()
 	r := err.(*refusal)
 	c.stop = r.reason
-	if r.reason != StopContext {
+	if r.reason != StopContext && r.reason != StopDeadline {
 		c.logRefusal(ctx, r)
 	}
 	if c.held != nil && ctx.Err() == nil {
