@@ -40,8 +40,9 @@ type Policy struct {
 
 	// MaxRetryAfter is the longest server-requested wait obeyed. A response
 	// asking for more (Retry-After or a rate-limit hint) ends retrying and is
-	// returned to the caller at once. 0 means 60 s. A negative value is
-	// invalid.
+	// returned to the caller at once; a request paced by an announced rate
+	// limit (OverloadPolicy.Pace) that resets later is refused. 0 means 60 s.
+	// A negative value is invalid.
 	MaxRetryAfter time.Duration
 
 	// MaxReplayBytes limits how much of a request body without GetBody is
