@@ -11,25 +11,25 @@ import (
 
 func TestHedgeBudgetArithmetic(t *testing.T) {
 	t.Parallel()
-	b := newHedgeBudget(0.05, 3)
+	b := newHedgeBudget(0.05, 3, 0)
 	assert.True(t, b.atRest(), "starts full")
 	assert.Equal(t, 3.0, b.tokens())
 
 	// A full bucket allows its burst, then nothing.
 	for i := range 3 {
-		require.True(t, b.allow(), "hedge %d of the burst", i+1)
+		require.True(t, b.allow(false), "hedge %d of the burst", i+1)
 	}
-	assert.False(t, b.allow())
+	assert.False(t, b.allow(false))
 	assert.False(t, b.atRest())
 
 	// Twenty requests at 5 % earn one hedge; a hedge that wins is not refunded.
 	for range 19 {
 		b.request()
 	}
-	assert.False(t, b.allow(), "19 requests earn 0.95 of a hedge")
+	assert.False(t, b.allow(false), "19 requests earn 0.95 of a hedge")
 	b.request()
-	assert.True(t, b.allow(), "the 20th completes it")
-	assert.False(t, b.allow())
+	assert.True(t, b.allow(false), "the 20th completes it")
+	assert.False(t, b.allow(false))
 
 	// Never above the burst.
 	for range 1000 {
@@ -49,11 +49,11 @@ func TestHedgeBudgetBrownout(t *testing.T) {
 		burst int
 		n     int
 	}{{0.05, 3, 400}, {0.05, 3, 10_000}, {0.01, 1, 5000}, {0.2, 10, 1000}} {
-		b := newHedgeBudget(c.ratio, c.burst)
+		b := newHedgeBudget(c.ratio, c.burst, 0)
 		hedges := 0
 		for range c.n {
 			b.request()
-			if b.allow() {
+			if b.allow(false) {
 				hedges++
 			}
 		}
@@ -63,29 +63,58 @@ func TestHedgeBudgetBrownout(t *testing.T) {
 	}
 }
 
+// TestHedgeBudgetKeep: hedges on time leave the kept token to late ones,
+// and a hedge that was allowed but not sent gets its token back.
+func TestHedgeBudgetKeep(t *testing.T) {
+	t.Parallel()
+	b := newHedgeBudget(0.04, 4, 1)
+	for i := range 3 {
+		require.True(t, b.allow(false), "on time %d", i+1)
+	}
+	assert.False(t, b.allow(false), "the last token is kept")
+	assert.True(t, b.allow(true), "for a late hedge")
+	assert.False(t, b.allow(true))
+
+	b.refund()
+	assert.Equal(t, 1.0, b.tokens())
+	assert.False(t, b.allow(false))
+	for range 25 {
+		b.request()
+	}
+	assert.True(t, b.allow(false), "25 requests at 4 % earn one hedge on time above the kept one")
+
+	for range 1000 {
+		b.refund()
+	}
+	assert.True(t, b.atRest(), "refunds never fill it past its burst")
+	assert.Equal(t, 4.0, b.tokens())
+
+	assert.Zero(t, newHedgeBudget(0.05, 1, 1).keep, "a bucket of one keeps none")
+}
+
 func TestHedgeBudgetDefaults(t *testing.T) {
 	t.Parallel()
-	b := newHedgeBudget(1e-9, 0)
+	b := newHedgeBudget(1e-9, 0, 0)
 	assert.Equal(t, 1.0, b.tokens(), "a burst below 1 means 1")
-	require.True(t, b.allow())
+	require.True(t, b.allow(false))
 	for range hedgeTokenUnits - 1 {
 		b.request()
 	}
-	assert.False(t, b.allow())
+	assert.False(t, b.allow(false))
 	b.request()
-	assert.True(t, b.allow(), "a ratio that rounds to nothing still earns the smallest unit")
+	assert.True(t, b.allow(false), "a ratio that rounds to nothing still earns the smallest unit")
 }
 
 func TestHedgeBudgetConcurrent(t *testing.T) {
 	t.Parallel()
-	b := newHedgeBudget(0.05, 5)
+	b := newHedgeBudget(0.05, 5, 0)
 	var hedges atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 5000 {
 				b.request()
-				if b.allow() {
+				if b.allow(false) {
 					hedges.Add(1)
 				}
 			}
@@ -101,14 +130,14 @@ func TestHedgeBudgetConcurrent(t *testing.T) {
 // processor at once on one host, with a hedge asked for one time in
 // twenty: the budget stays near empty, the worst case for contention.
 func BenchmarkHedgeBudget(b *testing.B) {
-	hb := newHedgeBudget(0.05, 10)
+	hb := newHedgeBudget(0.05, 10, 0)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
 			hb.request()
 			if i++; i%20 == 0 {
-				hb.allow()
+				hb.allow(false)
 			}
 		}
 	})
@@ -117,7 +146,7 @@ func BenchmarkHedgeBudget(b *testing.B) {
 // BenchmarkHedgeBudgetFull is the same on a host that rarely hedges: the
 // bucket is full and a request only reads it.
 func BenchmarkHedgeBudgetFull(b *testing.B) {
-	hb := newHedgeBudget(0.05, 10)
+	hb := newHedgeBudget(0.05, 10, 0)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
