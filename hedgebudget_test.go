@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -153,4 +154,31 @@ func BenchmarkHedgeBudgetFull(b *testing.B) {
 			hb.request()
 		}
 	})
+}
+
+// TestHostStateAtRestWithHedging: a host's state is at rest, and may be
+// dropped, only when its hedge budget is full and its estimator has no
+// recent sample.
+func TestHostStateAtRestWithHedging(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	s := &hostState{}
+	assert.True(t, s.atRest(now))
+
+	hb := s.hedgeBudget()
+	assert.Same(t, hb, s.hedgeBudget(), "attached once")
+	require.True(t, hb.allow(false))
+	assert.False(t, s.atRest(now), "a hedge budget that is not full")
+	for range 25 {
+		hb.request()
+	}
+	assert.True(t, s.atRest(now))
+
+	e := s.estimator(&adaptiveHedge{q: 0.95, minSamples: 100})
+	assert.Same(t, e, s.estimator(&adaptiveHedge{q: 0.5, minSamples: 1}), "attached once, by the first policy")
+	assert.Equal(t, 0.95, e.q)
+	assert.True(t, s.atRest(now), "an estimator without samples")
+	e.record(time.Millisecond, now)
+	assert.False(t, s.atRest(now.Add(time.Minute)), "recent samples")
+	assert.True(t, s.atRest(now.Add(idleAfter+time.Second)), "none for ten minutes")
 }

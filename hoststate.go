@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// Bounds on per-host state. A host gets state at its first failure (or, for
-// a mechanism that learns from every request, at its first request); a host
-// that has only succeeded holds none, since a full budget and a closed
-// breaker with no failures behave exactly like new ones.
+// Bounds on per-host state. A host gets state at its first failure or its
+// first hedge (or, with adaptive hedging, which learns from every request,
+// at its first request); a host that has only succeeded holds none, since a
+// full budget and a closed breaker with no failures behave exactly like new
+// ones.
 const (
 	// maxHosts bounds the hosts with state. Past it, entries at rest go
 	// first, then the least recently used.
@@ -28,6 +29,13 @@ type hostState struct {
 	key     string // "host:port", as Attempt.Host
 	budget  Budget
 	breaker *breaker
+
+	// Hedging's state, attached by the first request whose policy needs
+	// it (the policies that reach a host may differ by path): the
+	// latency of its first attempts, nil until a request with adaptive
+	// hedging, and the hedge budget, nil until a hedge or such a request.
+	latency atomic.Pointer[latencyEstimator]
+	hedges  atomic.Pointer[hedgeBudget]
 
 	lastUsed    atomic.Int64 // Unix nanoseconds
 	attempts    atomic.Int64
@@ -52,7 +60,33 @@ func (s *hostState) atRest(now time.Time) bool {
 	default:
 		return false // a budget of the caller's: only idleness drops it
 	}
+	if l := s.latency.Load(); l != nil && !l.atRest(now) {
+		return false
+	}
+	if h := s.hedges.Load(); h != nil && !h.atRest() {
+		return false
+	}
 	return s.breaker == nil || s.breaker.atRest()
+}
+
+// estimator returns the host's latency estimator, attaching one for
+// policy a if it has none.
+func (s *hostState) estimator(a *adaptiveHedge) *latencyEstimator {
+	if e := s.latency.Load(); e != nil {
+		return e
+	}
+	s.latency.CompareAndSwap(nil, newLatencyEstimator(a.q, a.minSamples, idleAfter))
+	return s.latency.Load()
+}
+
+// hedgeBudget returns the host's hedge budget, attaching one if it has
+// none.
+func (s *hostState) hedgeBudget() *hedgeBudget {
+	if b := s.hedges.Load(); b != nil {
+		return b
+	}
+	s.hedges.CompareAndSwap(nil, newHedgeBudget(hedgeRatio, hedgeBurst, hedgeKeep))
+	return s.hedges.Load()
 }
 
 func (s *hostState) touch(now time.Time) { s.lastUsed.Store(now.UnixNano()) }

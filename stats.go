@@ -20,6 +20,18 @@ type HostStats struct {
 	BreakerFailures     uint32       // failures counted in the breaker's window
 	ConsecutiveFailures uint32       // failures in a row, as the breaker counts them
 
+	HasHedgeBudget bool    // the host has a hedge budget: it was sent a hedge, or a request with adaptive hedging
+	HedgeTokens    float64 // hedges the hedge budget would allow now, up to its burst of 4; 0 without one
+
+	// The adaptive hedge delay's view of the host, from the first attempts
+	// of its recent requests with adaptive hedging (see HedgePolicy); all
+	// zero without such requests, or after ten minutes without one.
+	LatencySamples int           // samples the estimate rests on, 512 to 1,024 once warm
+	LatencyP50     time.Duration // median latency of those samples
+	LatencyP95     time.Duration // their 95th percentile
+	LatencyP99     time.Duration // their 99th percentile
+	HedgeDelay     time.Duration // the adaptive delay at the quantile and MinSamples of the policy that first reached the host, before MinDelay and MaxDelay; 0 while there is none
+
 	Attempts      int64     // attempts sent since the host got state, hedges included
 	Retries       int64     // of which retries and hedges
 	LastFailure   Class     // class of the last failed attempt; ClassDefault if none
@@ -28,23 +40,25 @@ type HostStats struct {
 }
 
 // Stats returns a snapshot of the hosts the Transport keeps state for,
-// sorted by host. A host gets state at its first failure; a host that has
-// only succeeded has none and is not listed, and state that is back at
-// rest (a full budget, a closed breaker without failures) is dropped after
-// a minute. At most 10,000 hosts have state at a time. Stats is safe to
+// sorted by host. A host gets state at its first failure or its first
+// hedge, or, with adaptive hedging, at its first request; a host that has
+// only succeeded without hedging has none and is not listed, and state
+// that is back at rest (full budgets, a closed breaker without failures,
+// no recent latency samples) is dropped after a minute. At most 10,000 hosts have state at a time. Stats is safe to
 // call while requests flow; it allocates only the returned slice.
 func (t *Transport) Stats() []HostStats {
 	t.init()
 	out := make([]HostStats, 0, t.states.n.Load())
+	now := time.Now()
 	t.states.m.Range(func(_, v any) bool {
-		out = append(out, v.(*hostState).snapshot())
+		out = append(out, v.(*hostState).snapshot(now))
 		return true
 	})
 	slices.SortFunc(out, func(a, b HostStats) int { return cmp.Compare(a.Host, b.Host) })
 	return out
 }
 
-func (s *hostState) snapshot() HostStats {
+func (s *hostState) snapshot(now time.Time) HostStats {
 	st := HostStats{
 		Host:        s.key,
 		Attempts:    s.attempts.Load(),
@@ -60,6 +74,13 @@ func (s *hostState) snapshot() HostStats {
 		if l, ok := s.budget.(leveler); ok {
 			st.BudgetAvailable, st.BudgetCapacity = l.Level()
 		}
+	}
+	if h := s.hedges.Load(); h != nil {
+		st.HasHedgeBudget, st.HedgeTokens = true, h.tokens()
+	}
+	if l := s.latency.Load(); l != nil {
+		ls := l.snapshot(now)
+		st.LatencySamples, st.LatencyP50, st.LatencyP95, st.LatencyP99, st.HedgeDelay = ls.Samples, ls.P50, ls.P95, ls.P99, ls.Delay
 	}
 	if s.breaker != nil {
 		state, counts := s.breaker.state()

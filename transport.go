@@ -143,6 +143,8 @@ type callState struct {
 	key   string
 	timed bool // observers want durations
 	began time.Time
+	delay time.Duration     // the hedge delay; 0: no hedging
+	learn *latencyEstimator // the host's latency, fed by the first attempt; nil when the call does not learn
 
 	sent, hedges int
 	lastStatus   int
@@ -209,6 +211,9 @@ func (c *callState) roundTrip() (*http.Response, error) {
 				c.state.budget.Begin()
 			}
 		}
+	}
+	if c.p.hedges() {
+		c.startHedging()
 	}
 	return c.run(ctx)
 }
@@ -285,7 +290,7 @@ func (c *callState) run(ctx context.Context) (*http.Response, error) {
 func (c *callState) finish(ctx context.Context, a *attempt) (*http.Response, error) {
 	c.stop = a.Stop
 	if a.Stop == StopSuccess && c.state != nil && c.state.budget != nil {
-		c.state.budget.Succeeded(c.sent > 1, c.timeoutRetry)
+		c.state.budget.Succeeded(c.sent-c.hedges > 1, c.timeoutRetry) // hedges are not the retry budget's
 	}
 	switch {
 	case c.held != nil:
@@ -348,6 +353,7 @@ func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) e
 	a.settle(resp, err, fired)
 	c.classify(a)
 	c.record(ctx, a)
+	c.learnFrom(ctx, a)
 	return nil
 }
 
@@ -380,7 +386,7 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 		a.breakDone = done
 	}
 	a.startTimer(c.p.attemptTimeout)
-	if c.timed {
+	if c.timed || (n == 1 && c.learn != nil) {
 		a.start = time.Now()
 	}
 	c.sent++
