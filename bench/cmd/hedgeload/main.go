@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,7 +86,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		table(sc, results)
+		table(sc, *scale, results)
 	}
 }
 
@@ -110,9 +111,8 @@ func runChild(variant, scenario string, scale float64) error {
 	return fmt.Errorf("no scenario %q", scenario)
 }
 
-// table prints one scenario's results, one row per variant, with the
-// adaptive slot shown empty until it is filled.
-func table(sc string, results map[string][]hedgeload.Result) {
+// table prints one scenario's results, one row per variant.
+func table(sc string, scale float64, results map[string][]hedgeload.Result) {
 	type col struct {
 		head string
 		f    func(hedgeload.Result) float64
@@ -133,13 +133,40 @@ func table(sc string, results map[string][]hedgeload.Result) {
 		{"p99.9", func(r hedgeload.Result) float64 { return ms(r.Total.P999) }, "ms"},
 		{"extra requests", func(r hedgeload.Result) float64 { return 100 * r.Total.Extra() }, "%"},
 	}
+	// The delay columns read the trace of clients that report their
+	// delay (httpretry's adaptive Transport); NaN for the others.
+	delayRatio := func(r hedgeload.Result, at, ref time.Duration) float64 {
+		d, ok := r.DelayAt(at)
+		d0, ok0 := r.DelayAt(ref)
+		if !ok || !ok0 || d0 == 0 {
+			return math.NaN()
+		}
+		return float64(d) / float64(d0)
+	}
+	if sc == "T3" {
+		cols = append(cols, col{"requests until the delay follows (±25 % of 2 × 20 ms, for good)", func(r hedgeload.Result) float64 {
+			at, ok := r.Settled(40*time.Millisecond, 0.25)
+			if !ok {
+				return math.NaN()
+			}
+			return float64(at - int64(r.Total.Requests/2))
+		}, ""})
+	}
 	if sc == "T2" {
+		var start, end time.Duration
+		for _, p := range hedgeload.Scenarios(scale)[1].Phases[:2] {
+			start, end = end, end+p.Len
+		}
 		cols = []col{
 			{"p99.9 before", func(r hedgeload.Result) float64 { return ms(phase(r, "before").P999) }, "ms"},
 			{"extra before", func(r hedgeload.Result) float64 { return 100 * phase(r, "before").Extra() }, "%"},
 			{"extra in the brownout", func(r hedgeload.Result) float64 { return 100 * phase(r, "brownout").Extra() }, "%"},
 			{"p99.9 just after (2 s × scale)", func(r hedgeload.Result) float64 { return ms(phase(r, "just after").P999) }, "ms"},
 			{"extra just after", func(r hedgeload.Result) float64 { return 100 * phase(r, "just after").Extra() }, "%"},
+			{"delay at the brownout's end ÷ before", func(r hedgeload.Result) float64 { return delayRatio(r, end, start) }, "×"},
+			{"delay 2 s × scale after ÷ before", func(r hedgeload.Result) float64 {
+				return delayRatio(r, end+time.Duration(float64(2*time.Second)*scale), start)
+			}, "×"},
 			{"p99.9 after ÷ before", func(r hedgeload.Result) float64 {
 				return float64(phase(r, "after").P999) / float64(phase(r, "before").P999)
 			}, "×"},
@@ -161,15 +188,18 @@ func table(sc string, results map[string][]hedgeload.Result) {
 				fmt.Print(" – |")
 				continue
 			}
-			xs := make([]float64, len(rs))
-			for i, r := range rs {
-				xs[i] = c.f(r)
+			var xs []float64
+			for _, r := range rs {
+				if x := c.f(r); !math.IsNaN(x) {
+					xs = append(xs, x)
+				}
+			}
+			if len(xs) == 0 {
+				fmt.Print(" – |")
+				continue
 			}
 			s := rounds.Of(xs)
 			fmt.Printf(" %s [%s–%s]%s |", num(s.Median), num(s.Min), num(s.Max), unit(c.unit))
-		}
-		if v.New == nil {
-			fmt.Print(" (slot: filled by the integration)")
 		}
 		fmt.Println()
 	}
