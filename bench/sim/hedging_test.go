@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -165,4 +167,24 @@ func TestHedgingT3(t *testing.T) {
 	require.True(t, ok, "the delay settles at twice the new 20 ms median")
 	assert.LessOrEqual(t, settled, shift+1000, "within 1,000 requests of the shift")
 	assert.Greater(t, settled, shift)
+}
+
+// TestHedgingLongTail is T1 on a host whose ordinary latency has a long
+// tail (log-normal, σ 0.5: a p95 2.3 times the median, as many real
+// upstreams have), where hedges at the p95 ask for as many hedges as the
+// budget earns. The stragglers still get theirs, late: the budget keeps
+// its last token for attempts still unanswered at twice the delay.
+func TestHedgingLongTail(t *testing.T) {
+	t.Parallel()
+	sc := hedgeload.Scenario{Name: "T1-long-tail", Requests: hedgeload.Scenarios(hedgeScale())[0].Requests,
+		Latency: func(rng *rand.Rand, _ int64, _ int, _ string) time.Duration {
+			if rng.Float64() < 0.01 {
+				return 200 * time.Millisecond
+			}
+			return time.Duration(float64(2*time.Millisecond) * math.Exp(0.5*rng.NormFloat64()))
+		}}
+	rs := runVirtual(t, sc)
+	none, a := rs["none"].Total, rs["httpretry-adaptive"].Total
+	assert.LessOrEqual(t, a.P999, none.P999/10, "the stragglers are hedged")
+	assert.LessOrEqual(t, a.Extra(), 0.05, "within the hedge budget")
 }
