@@ -123,6 +123,8 @@ type Stats struct {
 	Attempts       int64 // seen by the server
 	Errors         int
 	P50, P99, P999 time.Duration
+	// Quantiles are the request latencies at CDFLevels.
+	Quantiles []time.Duration `json:",omitempty"`
 }
 
 // Extra is the share of attempts beyond one per request.
@@ -136,7 +138,8 @@ func (s Stats) Extra() float64 {
 // Result is one run of one variant on one scenario.
 type Result struct {
 	Variant, Scenario string
-	Dials             int64 // new connections
+	Scale             float64 // of the scenario (see Scenarios)
+	Dials             int64   // new connections
 	Total             Stats
 	Phases            []Stats `json:",omitempty"`
 	// Delays traces the hedge delay of a client that reports it (an
@@ -361,6 +364,9 @@ func (r *run) drive(v Variant, rt http.RoundTripper, url string) Result {
 			slices.Sort(ds)
 			at := func(q float64) time.Duration { return ds[min(int(q*float64(len(ds))), len(ds)-1)] }
 			s.P50, s.P99, s.P999 = at(0.5), at(0.99), at(0.999)
+			for _, q := range CDFLevels {
+				s.Quantiles = append(s.Quantiles, at(q))
+			}
 		}
 		return s
 	}

@@ -66,15 +66,6 @@ func runVirtual(t *testing.T, sc hedgeload.Scenario, extra ...hedgeload.Variant)
 	return out
 }
 
-func phase(r hedgeload.Result, name string) hedgeload.Stats {
-	for _, p := range r.Phases {
-		if p.Phase == name {
-			return p
-		}
-	}
-	return hedgeload.Stats{}
-}
-
 func TestHedgingT1(t *testing.T) {
 	t.Parallel()
 	rs := runVirtual(t, hedgeload.Scenarios(hedgeScale())[0], failsafeQuantile99)
@@ -127,18 +118,18 @@ func TestHedgingT2(t *testing.T) {
 	t.Parallel()
 	sc := t2Scenario()
 	rs := runVirtual(t, sc)
-	assert.Zero(t, phase(rs["none"], "brownout").Extra())
-	assert.Greater(t, phase(rs["failsafe-fixed"], "brownout").Extra(), 0.9,
+	assert.Zero(t, rs["none"].Phase("brownout").Extra())
+	assert.Greater(t, rs["failsafe-fixed"].Phase("brownout").Extra(), 0.9,
 		"a fixed delay below the brownout's latency, without a budget, hedges every request: double the load")
-	assert.LessOrEqual(t, phase(rs["httpretry-fixed"], "brownout").Extra(), 0.05,
+	assert.LessOrEqual(t, rs["httpretry-fixed"].Phase("brownout").Extra(), 0.05,
 		"httpretry's fixed delay is held by the hedge budget")
 
 	r := rs["httpretry-adaptive"]
-	before, brownout := phase(r, "before"), phase(r, "brownout")
+	before, brownout := r.Phase("before"), r.Phase("brownout")
 	assert.LessOrEqual(t, brownout.Extra(), 0.05, "extra requests during the brownout")
 	assert.Greater(t, brownout.Extra(), 0.03, "the budget is spent on the brownout's first requests: a lower figure would mean a broken harness")
 	for _, name := range []string{"just after", "after"} {
-		assert.LessOrEqual(t, phase(r, name).P999, 2*before.P999, "p99.9 %s the brownout within 2 × before", name)
+		assert.LessOrEqual(t, r.Phase(name).P999, 2*before.P999, "p99.9 %s the brownout within 2 × before", name)
 	}
 	start := sc.Phases[0].Len
 	end := start + sc.Phases[1].Len
