@@ -1,6 +1,7 @@
 // Command report runs httpretry's overhead benchmarks and the simulations
-// of scenarios A, B, C and C2 (package sim), then writes docs/performance.md and its charts in
-// docs/img. Run it from the bench directory:
+// of scenarios A, B, C and C2 (package sim), reads the loopback hedging
+// results of cmd/hedgeload, then writes docs/performance.md and its charts
+// in docs/img. Run it from the bench directory:
 //
 //	go run ./cmd/report                  # everything, a few minutes on two cores
 //	go run ./cmd/report -bench=false     # reuse results/overhead.txt
@@ -20,6 +21,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/seedhq/httpretry/bench/hedgeload"
 )
 
 func main() {
@@ -33,6 +36,7 @@ func main() {
 		benchFile    = flag.String("bench-file", "results/overhead.txt", "raw benchmark output")
 		format       = flag.String("format", "svg", "chart format: svg, or png to inspect them")
 		overheadOnly = flag.Bool("overhead-only", false, "run the benchmarks, print benchstat and the ratio table, write nothing else")
+		hedgeFile    = flag.String("hedgeload", "results/hedgeload.jsonl", "loopback hedging results of cmd/hedgeload (section 6); left out if absent")
 	)
 	flag.Parse()
 	chartFormat = *format
@@ -64,6 +68,12 @@ func main() {
 		return
 	}
 
+	if rs, err := hedgeload.ReadResults(*hedgeFile); err == nil {
+		r.hedging = rs
+	} else {
+		log.Printf("no hedging results (%v): section 6 says how to make them", err)
+	}
+
 	simStart := time.Now()
 	log.Printf("scenario A: %d runs per point and seed", *runs)
 	r.occRuns, r.occ = *runs, runOCC(*runs)
@@ -84,6 +94,7 @@ func main() {
 		herdChart(img, "herd-arrivals", r.herds[0], 30*time.Second),
 		stormChart(img, r.storms),
 		metastableChart(img, r.meta, 300*time.Second),
+		r.hedgingCharts(img),
 	} {
 		if err != nil {
 			log.Fatalf("charts: %v", err)

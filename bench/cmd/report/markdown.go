@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seedhq/httpretry/bench/hedgeload"
 	"github.com/seedhq/httpretry/bench/sim"
 )
 
@@ -23,6 +24,7 @@ type report struct {
 	herds     []herdRun
 	storms    []stormCell
 	meta      []metaRun
+	hedging   hedgeload.Results // nil without cmd/hedgeload's results
 }
 
 // target is one of the brief's quantitative goals and what was measured.
@@ -61,10 +63,12 @@ func (r *report) markdown() string {
 	r.herdSection(&b)
 	r.stormSection(&b)
 	r.metastableSection(&b)
+	r.hedgingSection(&b)
 	sourcesSection(&b)
 
 	w("## Reproduce\n\n```sh\ncd bench\n")
 	w("go test -race -shuffle=on -count=1 ./...   # reduced simulations with their assertions, behaviour tests\n")
+	w("go run ./cmd/hedgeload                     # section 6's loopback runs, about 20 minutes: before the report, on a quiet machine\n")
 	w("go run ./cmd/report                        # this document and docs/img/*.svg (benchmarks included)\n")
 	w("go run ./cmd/report -overhead-only         # only the benchmark rounds (each client in its own process): benchstat and ratios\n")
 	w("go run %s -col /client results/overhead.txt  # benchstat on the interleaved samples\n```\n", benchstatCmd)
