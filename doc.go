@@ -13,6 +13,12 @@
 //
 //	client := &http.Client{Transport: &httpretry.Transport{}}
 //
+// Policies are set per host and per path ([Transport.Hosts], each entry
+// inheriting what it leaves zero from [Transport.Policy]) and changed for
+// one call through its context ([WithPolicy], [WithoutRetries]), which
+// reaches through any SDK that takes a context.Context. Call
+// [Transport.Validate] at start-up to see every configuration error at once.
+//
 // # Layering
 //
 // Put httpretry above everything that must run once per attempt:
@@ -42,6 +48,14 @@
 // no response does it return a [*RetryError], which wraps the last error for
 // errors.Is and errors.As and records the attempts made, the last status
 // seen and why retrying stopped.
+//
+// # Observing it
+//
+// [Transport.Logger] gets one record per attempt, [Transport.OnAttempt] one
+// [Attempt] per attempt, [Transport.OnCall] one [Call] per RoundTrip, and
+// [Transport.Stats] returns the per-host state (retry budget, breaker)
+// at any time. Package httpretrytest fakes flaky upstreams for tests, and
+// package chaos injects faults for rehearsals.
 //
 // # The caveat
 //

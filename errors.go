@@ -22,6 +22,14 @@ var (
 	// once.
 	ErrInvalidPolicy = errors.New("httpretry: invalid policy")
 
+	// ErrInvalidConfig reports a configuration that cannot be read as a
+	// Policy: malformed JSON, an unknown or repeated field, a value of the
+	// wrong type, a duration or name that does not parse, a field that does not
+	// apply (a ratio budget's numbers on a token bucket). Values that parse but
+	// make no sense as a policy wrap ErrInvalidPolicy instead, as
+	// (*Transport).Validate reports them.
+	ErrInvalidConfig = errors.New("httpretry: invalid config")
+
 	// ErrRequestBody reports that reading the request body failed before the
 	// first attempt (while buffering it for replay) or that GetBody failed
 	// before a retry.
@@ -170,3 +178,23 @@ func (e *RetryError) contextEnded(ctx context.Context) *RetryError {
 	e.ctxErr = ctx.Err()
 	return e
 }
+
+// fieldError is one problem with a configuration, at a field path: in Go's
+// names for Validate (Transport.Hosts["api.example.com"].MaxAttempts), in
+// the config's own for a Config (hosts["api.example.com"].max_attempts), or,
+// for FromEnv, an environment variable. It wraps ErrInvalidPolicy or
+// ErrInvalidConfig.
+type fieldError struct {
+	kind error // ErrInvalidConfig or ErrInvalidPolicy
+	path string
+	msg  string
+}
+
+func (e *fieldError) Error() string {
+	if e.path == "" {
+		return e.kind.Error() + ": " + e.msg
+	}
+	return e.kind.Error() + ": " + e.path + ": " + e.msg
+}
+
+func (e *fieldError) Unwrap() error { return e.kind }

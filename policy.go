@@ -119,13 +119,19 @@ var perHostFields = []string{"NewBudget", "Breaker"}
 // inherit returns p with every field it leaves zero taken from parent.
 // Sub-policies are taken as a whole.
 func (p Policy) inherit(parent Policy) Policy {
-	c, pv := reflect.ValueOf(&p).Elem(), reflect.ValueOf(parent)
+	inheritZero(&p, parent)
+	return p
+}
+
+// inheritZero sets every field of the struct *dst that is zero to that
+// field of parent, a value of the same struct type.
+func inheritZero[T any](dst *T, parent T) {
+	c, pv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(parent)
 	for i := range c.NumField() {
 		if c.Field(i).IsZero() {
 			c.Field(i).Set(pv.Field(i))
 		}
 	}
-	return p
 }
 
 // resolved returns p with the defaults of its scalar settings filled in,

@@ -21,7 +21,7 @@ func (t *Transport) Validate() error {
 
 // invalidf returns an error wrapping ErrInvalidPolicy for the field at path.
 func invalidf(path, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidPolicy, path, fmt.Sprintf(format, args...))
+	return &fieldError{ErrInvalidPolicy, path, fmt.Sprintf(format, args...)}
 }
 
 // check reports the fields of p that are invalid on their own, each named

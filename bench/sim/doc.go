@@ -21,6 +21,19 @@
 //     a 10 s blip leaves a server at 280/300 QPS overloaded for good unless
 //     retries stop.
 //
+// The overload scenarios run the real httpretry.Transport instead, in
+// front of a simulated Host, inside a testing/synctest bubble whose fake
+// clock makes a minute of traffic take about a second:
+//
+//   - Overload (D): a host of capacity μ offered 2μ for a minute.
+//   - C2 again, on the Transport (RunMetastableTransport), checked against
+//     the event loop.
+//   - Quota (E): a batch job against an API that allows 100 requests per
+//     10 s window and announces what is left.
+//
+// Each compares Arms: today's Transport with and without its retry budget,
+// and failsafe-go v0.9.8's adaptivethrottler and adaptivelimiter under it.
+//
 // Every client draws from its own random stream, seeded from the run's seed
 // and the client's number (see Stream), so runs are reproducible and no two
 // clients share a sequence.

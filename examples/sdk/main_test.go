@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-github/v75/github"
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -212,4 +214,45 @@ func TestClassifyGitHub(t *testing.T) {
 		})
 	}
 	assert.Equal(t, httpretry.ClassDefault, classifyGitHub(nil, nil, context.Canceled))
+}
+
+// TestPerCallPolicyThroughTheSDK: the override travels in the context the
+// SDK is given: one call with retries off, one whose Retry-After ceiling is
+// raised above the client's, on the fake clock of synctest, the fake GitHub
+// served in memory.
+func TestPerCallPolicyThroughTheSDK(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFakeGitHub("0")
+		fake.faults = map[string][]fault{} // only what this test scripts
+		// No http.Client.Timeout here: its timer goroutine outlives the
+		// test when go-github leaves an error response's body open.
+		gh, err := github.NewClient(&http.Client{Transport: &httpretry.Transport{
+			Base:   &httpretrytest.HandlerTransport{Handler: fake.handler()},
+			Policy: githubPolicy(), // MaxRetryAfter 60 s, the default
+		}}).WithEnterpriseURLs("http://github.test/", "http://github.test/")
+		require.NoError(t, err)
+		ctx := t.Context()
+
+		fake.fail(routeRepo, badGateway)
+		_, resp, err := gh.Repositories.Get(httpretry.WithoutRetries(ctx), "seedhq", "httpretry")
+		require.Error(t, err)
+		assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+		assert.Len(t, fake.requests(routeRepo), 1, "retries off for this call")
+		_, _, err = gh.Repositories.Get(ctx, "seedhq", "httpretry")
+		require.NoError(t, err, "the next call retries as usual")
+
+		fake.fail(routeListIssues, rateLimited("90"), rateLimited("90"))
+		start := time.Now()
+		_, resp, err = gh.Issues.ListByRepo(ctx, "seedhq", "httpretry", nil)
+		require.Error(t, err)
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Zero(t, time.Since(start), "90 s is above the 60 s ceiling: returned at once")
+
+		issues, _, err := gh.Issues.ListByRepo(withRateLimitCeiling(ctx, 2*time.Minute), "seedhq", "httpretry", nil)
+		require.NoError(t, err)
+		assert.Len(t, issues, 1)
+		assert.GreaterOrEqual(t, time.Since(start), 90*time.Second, "this call waited as the server asked")
+		assert.Len(t, fake.requests(routeListIssues), 3)
+	})
 }
