@@ -58,9 +58,9 @@ func (b *pacedBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: code, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
 }
 
-// call sends one GET through tr with ctx and returns how long it took and
+// hedgedCall sends one GET through tr with ctx and returns how long it took and
 // how many hedges it sent.
-func call(t *testing.T, tr *httpretry.Transport, ctx context.Context) (time.Duration, int) {
+func hedgedCall(t *testing.T, tr *httpretry.Transport, ctx context.Context) (time.Duration, int) {
 	t.Helper()
 	var hedges int
 	prev := tr.OnCall
@@ -93,7 +93,7 @@ func TestAdaptiveHedgeLearnsTheDelay(t *testing.T) {
 		}}
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Adaptive: true}}}
 
-		_, _ = call(t, tr, t.Context())
+		_, _ = hedgedCall(t, tr, t.Context())
 		st := tr.Stats()
 		require.Len(t, st, 1, "state at the first request")
 		assert.Equal(t, 1, st[0].LatencySamples)
@@ -102,7 +102,7 @@ func TestAdaptiveHedgeLearnsTheDelay(t *testing.T) {
 		assert.Zero(t, st[0].HedgeDelay, "none before 100 samples")
 
 		for i := 1; i < 150; i++ {
-			d, hedges := call(t, tr, t.Context())
+			d, hedges := hedgedCall(t, tr, t.Context())
 			if i == 50 {
 				assert.Equal(t, 10*time.Second, d, "before 100 samples, no hedge")
 				assert.Zero(t, hedges)
@@ -113,7 +113,7 @@ func TestAdaptiveHedgeLearnsTheDelay(t *testing.T) {
 		within(t, 10*time.Millisecond, st[0].LatencyP50, "median")
 		within(t, 20*time.Millisecond, st[0].HedgeDelay, "twice the median")
 
-		d, hedges := call(t, tr, t.Context()) // call 150: stuck
+		d, hedges := hedgedCall(t, tr, t.Context()) // call 150: stuck
 		assert.Equal(t, 1, hedges)
 		within(t, 30*time.Millisecond, d, "hedged after 20 ms, answered 10 ms later")
 		synctest.Wait()
@@ -133,7 +133,7 @@ func TestAdaptiveHedgeFallsBackToDelay(t *testing.T) {
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Hedge: httpretry.HedgePolicy{Adaptive: true, Delay: 50 * time.Millisecond},
 		}}
-		d, hedges := call(t, tr, t.Context())
+		d, hedges := hedgedCall(t, tr, t.Context())
 		assert.Equal(t, 1, hedges)
 		assert.Equal(t, 60*time.Millisecond, d)
 		assert.Equal(t, 0, tr.Stats()[0].LatencySamples, "a censored sample is dropped while there is no delay to compare it with")
@@ -162,19 +162,19 @@ func TestAdaptiveHedgeSamples(t *testing.T) {
 			Hedge:       httpretry.HedgePolicy{Adaptive: true},
 		}}
 		for range 10 {
-			_, _ = call(t, tr, t.Context())
+			_, _ = hedgedCall(t, tr, t.Context())
 		}
 		assert.Equal(t, 0, tr.Stats()[0].LatencySamples, "503s say nothing of how long an answer takes")
 		for range 10 {
-			_, _ = call(t, tr, t.Context())
+			_, _ = hedgedCall(t, tr, t.Context())
 		}
 		assert.Equal(t, 10, tr.Stats()[0].LatencySamples, "a 404 is an answer")
-		_, _ = call(t, tr, httpretry.WithoutRetries(t.Context()))
-		_, _ = call(t, tr, httpretry.WithPolicy(t.Context(), func(p *httpretry.Policy) {
+		_, _ = hedgedCall(t, tr, httpretry.WithoutRetries(t.Context()))
+		_, _ = hedgedCall(t, tr, httpretry.WithPolicy(t.Context(), func(p *httpretry.Policy) {
 			p.Hedge = httpretry.HedgePolicy{Delay: time.Second}
 		}))
 		assert.Equal(t, 10, tr.Stats()[0].LatencySamples, "requests without adaptive hedging feed nothing")
-		_, _ = call(t, tr, t.Context())
+		_, _ = hedgedCall(t, tr, t.Context())
 		assert.Equal(t, 11, tr.Stats()[0].LatencySamples)
 	})
 }
@@ -200,7 +200,7 @@ func TestAdaptiveHedgePerRequestSettings(t *testing.T) {
 		learn := func(n int) {
 			ctx := httpretry.WithPolicy(t.Context(), func(p *httpretry.Policy) { p.Hedge.MinDelay = time.Hour })
 			for range n {
-				_, hedges := call(t, tr, ctx)
+				_, hedges := hedgedCall(t, tr, ctx)
 				require.Zero(t, hedges)
 			}
 		}
@@ -225,7 +225,7 @@ func TestAdaptiveHedgePerRequestSettings(t *testing.T) {
 			stuck = base.calls
 			base.mu.Unlock()
 			ctx := httpretry.WithPolicy(t.Context(), func(p *httpretry.Policy) { tc.edit(&p.Hedge) })
-			d, hedges := call(t, tr, ctx)
+			d, hedges := hedgedCall(t, tr, ctx)
 			assert.Equal(t, 1, hedges, tc.name)
 			within(t, tc.want+time.Millisecond, d, tc.name)
 			synctest.Wait()
@@ -314,15 +314,15 @@ func TestHedgeLateTakesTheKeptToken(t *testing.T) {
 		base := &pacedBase{later: time.Millisecond, first: func(int) time.Duration { return 10 * time.Second }}
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: 10 * time.Millisecond}}}
 		for i := range 3 {
-			d, hedges := call(t, tr, t.Context())
+			d, hedges := hedgedCall(t, tr, t.Context())
 			assert.Equal(t, 1, hedges, "on time %d", i+1)
 			assert.Equal(t, 11*time.Millisecond, d)
 		}
 		assert.InDelta(t, 1.08, tr.Stats()[0].HedgeTokens, 0.001, "4 − 3, plus 4 % for each of the two calls after the first hedge")
-		d, hedges := call(t, tr, t.Context())
+		d, hedges := hedgedCall(t, tr, t.Context())
 		assert.Equal(t, 1, hedges)
 		assert.Equal(t, 21*time.Millisecond, d, "late, at twice the delay")
-		d, hedges = call(t, tr, t.Context())
+		d, hedges = hedgedCall(t, tr, t.Context())
 		assert.Zero(t, hedges, "the budget is spent")
 		assert.Equal(t, 10*time.Second, d)
 	})
