@@ -140,6 +140,12 @@ func TestHedgingT2(t *testing.T) {
 	assert.Greater(t, peak, 100*time.Millisecond, "the delay followed the brownout")
 	back, _ := r.DelayAt(end + 2*time.Second)
 	assert.InEpsilon(t, normal, back, 0.25, "back to normal within 2 s: %v, before %v", back, normal)
+	for _, name := range []string{"httpretry-adaptive", "httpretry-fixed", "failsafe-quantile", "failsafe-fixed"} {
+		r := rs[name]
+		t.Logf("T2 %s: p99.9 before %v, brownout extra %.2f %%, p99.9 just after %v, after %v", name,
+			r.Phase("before").P999, 100*r.Phase("brownout").Extra(), r.Phase("just after").P999, r.Phase("after").P999)
+	}
+	t.Logf("T2 httpretry-adaptive delay: %v before, %v at the brownout's end, %v 2 s after", normal, peak, back)
 }
 
 func TestHedgingT3(t *testing.T) {
@@ -158,6 +164,7 @@ func TestHedgingT3(t *testing.T) {
 	require.True(t, ok, "the delay settles at twice the new 20 ms median")
 	assert.LessOrEqual(t, settled, shift+1000, "within 1,000 requests of the shift")
 	assert.Greater(t, settled, shift)
+	t.Logf("T3 httpretry-adaptive: the delay settles at 40 ms ±25 %% %d requests after the shift", settled-shift)
 }
 
 // TestHedgingLongTail is T1 on a host whose ordinary latency has a long
