@@ -327,3 +327,27 @@ func TestHedgeLateTakesTheKeptToken(t *testing.T) {
 		assert.Equal(t, 10*time.Second, d)
 	})
 }
+
+// BenchmarkHedgingRoundTrip is a GET's success path with hedging on, over
+// an in-memory Base that answers at once: what a policy that hedges costs
+// a request that needs no hedge. "learning" is adaptive hedging before the
+// host has its samples (the first attempt is timed and recorded, no hedge
+// round); "adaptive" and "fixed" run a hedge round whose timer never
+// fires (a goroutine, a timer and a cancellable context per request).
+func BenchmarkHedgingRoundTrip(b *testing.B) {
+	inMemory := roundTripFunc(func(*http.Request) (*http.Response, error) { return okResponse, nil })
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/things", nil)
+	for _, tc := range []struct {
+		name  string
+		hedge httpretry.HedgePolicy
+	}{
+		{"none", httpretry.HedgePolicy{}},
+		{"learning", httpretry.HedgePolicy{Adaptive: true, MinSamples: math.MaxInt}},
+		{"adaptive", httpretry.HedgePolicy{Adaptive: true, MinDelay: time.Hour}},
+		{"fixed", httpretry.HedgePolicy{Delay: time.Hour}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			benchRT(b, &httpretry.Transport{Base: inMemory, Policy: httpretry.Policy{Hedge: tc.hedge}}, req)
+		})
+	}
+}
