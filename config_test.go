@@ -14,6 +14,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // errorLines splits a joined error into its lines, checking that each
@@ -397,7 +398,7 @@ func TestConfigTransportIsUnused(t *testing.T) {
 	tr, err := httpretry.Config{PolicyConfig: httpretry.PolicyConfig{MaxAttempts: 2},
 		Hosts: map[string]httpretry.PolicyConfig{"a.example.com": {MaxAttempts: 3}}}.Transport()
 	require.NoError(t, err)
-	fake := newFake(t, status(503))
+	fake := httpretrytest.NewScript(httpretrytest.Status(503))
 	tr.Base = fake
 	h := tr.Hosts["a.example.com"]
 	h.Classify = func(*http.Request, *http.Response, error) httpretry.Class { return httpretry.ClassFatal }
@@ -407,11 +408,11 @@ func TestConfigTransportIsUnused(t *testing.T) {
 	resp, err := tr.RoundTrip(getURL(t, "https://a.example.com/"))
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Len(t, fake.attempts(), 1, "the host's Classify, set after Transport, applies")
+	assert.Len(t, fake.Requests(), 1, "the host's Classify, set after Transport, applies")
 	resp, err = tr.RoundTrip(getURL(t, "https://b.example.com/"))
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Len(t, fake.attempts(), 3, "the top-level max_attempts applies elsewhere")
+	assert.Len(t, fake.Requests(), 3, "the top-level max_attempts applies elsewhere")
 }
 
 func getURL(t *testing.T, url string) *http.Request {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // listError is an error whose dynamic type cannot be compared with ==.
@@ -31,15 +32,12 @@ func TestUncomparableCancelCause(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cause := listError{"shutting down"}
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			<-req.Context().Done()
-			return nil, context.Cause(req.Context())
-		})
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour)) // cut by the cancellation first
 		for _, stage := range []string{"during an attempt", "during a wait"} {
 			ctx, cancel := context.WithCancelCause(t.Context())
 			rt := http.RoundTripper(base)
 			if stage == "during a wait" {
-				rt = newFake(t, status(503))
+				rt = httpretrytest.NewScript(httpretrytest.Status(503))
 			}
 			tr := &httpretry.Transport{Base: rt, Policy: httpretry.Policy{Backoff: backoff.Constant(time.Minute)}}
 			time.AfterFunc(time.Second, func() { cancel(cause) })
@@ -64,10 +62,7 @@ func TestUncomparableCancelCause(t *testing.T) {
 func TestRetryErrorTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		hang := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			<-req.Context().Done()
-			return nil, req.Context().Err()
-		})
+		hang := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour)) // cut by every deadline below first
 		check := func(name string, tr *httpretry.Transport, timeout time.Duration) {
 			client := &http.Client{Transport: tr}
 			ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -84,11 +79,11 @@ func TestRetryErrorTimeout(t *testing.T) {
 		check("the caller's deadline passes during an attempt", &httpretry.Transport{Base: hang}, time.Second)
 		check("every attempt times out", &httpretry.Transport{Base: hang,
 			Policy: httpretry.Policy{AttemptTimeout: time.Second, Backoff: backoff.Constant(0)}}, time.Hour)
-		check("the next wait would pass the deadline", &httpretry.Transport{Base: newFake(t, failWith(syscall.ECONNRESET)),
+		check("the next wait would pass the deadline", &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Fail(syscall.ECONNRESET)),
 			Policy: httpretry.Policy{Backoff: backoff.Constant(time.Hour)}}, time.Minute)
 
 		// An ordinary failure is not a timeout.
-		_, err := (&httpretry.Transport{Base: newFake(t, failWith(errors.New("signer: no key")))}).RoundTrip(get(t, t.Context()))
+		_, err := (&httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Fail(errors.New("signer: no key")))}).RoundTrip(get(t, t.Context()))
 		var re *httpretry.RetryError
 		require.ErrorAs(t, err, &re)
 		assert.False(t, re.Timeout())

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // pacedBase answers the first attempt of call i (counted from 0, calls
@@ -240,7 +241,15 @@ func TestAdaptiveHedgePerRequestSettings(t *testing.T) {
 func TestAdaptiveHedgeStateLifetime(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		tr := &httpretry.Transport{Base: hostsBase,
+		// Hosts whose name starts with "down" answer 503, the others 200.
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			code := 200
+			if strings.HasPrefix(req.URL.Host, "down") {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody}, nil
+		})
+		tr := &httpretry.Transport{Base: base,
 			Policy: httpretry.Policy{MaxAttempts: 1},
 			Hosts:  map[string]httpretry.Policy{"learn.example.com": {MaxAttempts: 2, Hedge: httpretry.HedgePolicy{Adaptive: true}}},
 		}
@@ -296,7 +305,7 @@ func TestHedgePolicyValidate(t *testing.T) {
 	assert.NotContains(t, msg, "e.example.com")
 	assert.Equal(t, 7, strings.Count(msg, "\n")+1, msg)
 
-	_, err = (&httpretry.Transport{Base: hostsBase}).RoundTrip(func() *http.Request {
+	_, err = (&httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(200))}).RoundTrip(func() *http.Request {
 		req, _ := http.NewRequestWithContext(httpretry.WithPolicy(context.Background(), func(p *httpretry.Policy) {
 			p.Hedge.Adaptive, p.Hedge.Quantile = true, 2
 		}), http.MethodGet, site, nil)
@@ -335,7 +344,7 @@ func TestHedgeLateTakesTheKeptToken(t *testing.T) {
 // round); "adaptive" and "fixed" run a hedge round whose timer never
 // fires (a goroutine, a timer and a cancellable context per request).
 func BenchmarkHedgingRoundTrip(b *testing.B) {
-	inMemory := roundTripFunc(func(*http.Request) (*http.Response, error) { return okResponse, nil })
+	inMemory := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) { return okResponse, nil })
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/things", nil)
 	for _, tc := range []struct {
 		name  string

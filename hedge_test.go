@@ -1,13 +1,12 @@
 package httpretry_test
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,50 +16,16 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
-
-// slowBase answers attempt n after latency[n-1] (the last entry repeats)
-// with status codes[n-1], or when the attempt is cancelled, with a body it
-// tracks so the test can check every body was closed.
-type slowBase struct {
-	mu      sync.Mutex
-	latency []time.Duration
-	codes   []int
-	bodies  []*trackedBody
-	seen    []seen
-	ctxErrs []error
-}
-
-func (s *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	n, _ := httpretry.AttemptFromContext(req.Context())
-	var body []byte
-	if req.Body != nil {
-		body, _ = io.ReadAll(req.Body)
-	}
-	s.mu.Lock()
-	s.seen = append(s.seen, seen{attempt: n, header: req.Header.Clone(), body: string(body), at: time.Now()})
-	lat, code := s.latency[min(n, len(s.latency))-1], s.codes[min(n, len(s.codes))-1]
-	s.mu.Unlock()
-	select {
-	case <-time.After(lat):
-	case <-req.Context().Done():
-		s.mu.Lock()
-		s.ctxErrs = append(s.ctxErrs, req.Context().Err())
-		s.mu.Unlock()
-		// A Base may still hand back a response after cancellation; it
-		// must be closed by whoever receives it.
-	}
-	tb := &trackedBody{Reader: strings.NewReader("attempt body")}
-	s.mu.Lock()
-	s.bodies = append(s.bodies, tb)
-	s.mu.Unlock()
-	return &http.Response{StatusCode: code, Body: tb, Request: req}, nil
-}
 
 func TestHedgeWinnerAndLoser(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{10 * time.Second, 100 * time.Millisecond}, codes: []int{200, 201}}
+		base := httpretrytest.NewScript(
+			httpretrytest.Respond(200, "attempt body").After(10*time.Second).RespondOnCancel(),
+			httpretrytest.Respond(201, "attempt body").After(100*time.Millisecond).RespondOnCancel(),
+		)
 		var lost []int
 		tr := &httpretry.Transport{Base: base,
 			Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}},
@@ -80,27 +45,32 @@ func TestHedgeWinnerAndLoser(t *testing.T) {
 		synctest.Wait() // let the loser be reaped
 
 		assert.Equal(t, []int{1}, lost)
-		require.Len(t, base.seen, 2)
-		assert.Equal(t, base.seen[0].header.Get("Idempotency-Key"), base.seen[1].header.Get("Idempotency-Key"))
-		assert.NotEmpty(t, base.seen[0].header.Get("Idempotency-Key"))
-		assert.Equal(t, `{"q":1}`, base.seen[0].body)
-		assert.Equal(t, `{"q":1}`, base.seen[1].body, "each hedge has its own body")
-		assert.Len(t, base.ctxErrs, 1, "the loser was cancelled")
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
+		reqs := base.Requests()
+		require.Len(t, reqs, 2)
+		assert.Equal(t, reqs[0].Header.Get("Idempotency-Key"), reqs[1].Header.Get("Idempotency-Key"))
+		assert.NotEmpty(t, reqs[0].Header.Get("Idempotency-Key"))
+		assert.Equal(t, `{"q":1}`, string(reqs[0].Body))
+		assert.Equal(t, `{"q":1}`, string(reqs[1].Body), "each hedge has its own body")
+		cancelled := 0
+		for _, r := range reqs {
+			if r.ContextErr != nil {
+				cancelled++
+			}
 		}
+		assert.Equal(t, 1, cancelled, "the loser was cancelled")
+		httpretrytest.CheckBodiesClosed(t, reqs)
 	})
 }
 
 func TestHedgeFastAnswerSendsNoHedge(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{500 * time.Millisecond}, codes: []int{200}}
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(500 * time.Millisecond).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Len(t, base.seen, 1)
+		assert.Len(t, base.Requests(), 1)
 	})
 }
 
@@ -109,7 +79,11 @@ func TestHedgeRoundsThenRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Attempts 1 and 2 (a round) both fail; after the backoff, attempt 3
 		// starts the next round and succeeds.
-		base := &slowBase{latency: []time.Duration{2 * time.Second, 500 * time.Millisecond, 100 * time.Millisecond}, codes: []int{503, 503, 200}}
+		base := httpretrytest.NewScript(
+			httpretrytest.Status(503).After(2*time.Second).RespondOnCancel(),
+			httpretrytest.Status(503).After(500*time.Millisecond).RespondOnCancel(),
+			httpretrytest.Status(200).After(100*time.Millisecond).RespondOnCancel(),
+		)
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Backoff: backoff.Constant(time.Second),
 			Hedge:   httpretry.HedgePolicy{Delay: time.Second},
@@ -119,27 +93,26 @@ func TestHedgeRoundsThenRetries(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode)
-		require.Len(t, base.seen, 3)
-		assert.Equal(t, 3, base.seen[2].attempt)
+		reqs := base.Requests()
+		require.Len(t, reqs, 3)
+		assert.Equal(t, 3, reqs[2].Attempt)
 		// Round 1 ends when attempt 1 fails at 2 s; wait 1 s; attempt 3 answers at 3.1 s.
 		assert.Equal(t, 3100*time.Millisecond, time.Since(start))
 		synctest.Wait()
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
-		}
+		httpretrytest.CheckBodiesClosed(t, base.Requests())
 	})
 }
 
 func TestHedgeOnlyForReplayableRequests(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{5 * time.Second}, codes: []int{200}}
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(5 * time.Second).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, site, strings.NewReader("x"))
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Len(t, base.seen, 1, "an unkeyed PATCH is never sent twice")
+		assert.Len(t, base.Requests(), 1, "an unkeyed PATCH is never sent twice")
 	})
 }
 
@@ -149,7 +122,8 @@ func TestHedgeOnlyForReplayableRequests(t *testing.T) {
 func TestHedgesAreNotChargedToTheRetryBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{10 * time.Second, 10 * time.Second, 10 * time.Second, time.Second}, codes: []int{200}}
+		slow := httpretrytest.Status(200).After(10 * time.Second).RespondOnCancel()
+		base := httpretrytest.NewScript(slow, slow, slow, httpretrytest.Status(200).After(time.Second).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Hedge: httpretry.HedgePolicy{Delay: time.Second, MaxHedges: 3},
 			NewBudget: func(string) httpretry.Budget {
@@ -160,10 +134,9 @@ func TestHedgesAreNotChargedToTheRetryBudget(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		synctest.Wait()
-		assert.Len(t, base.seen, 4, "the first attempt and three hedges")
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
-		}
+		reqs := base.Requests()
+		assert.Len(t, reqs, 4, "the first attempt and three hedges")
+		httpretrytest.CheckBodiesClosed(t, reqs)
 		st := tr.Stats()
 		require.Len(t, st, 1)
 		assert.Equal(t, 10.0, st[0].BudgetAvailable, "the retry budget paid for none of them")
@@ -182,7 +155,7 @@ func TestHedgeBudgetBrownoutThroughTransport(t *testing.T) {
 		{Delay: 100 * time.Millisecond, Adaptive: true, MinSamples: 1_000_000},
 	} {
 		synctest.Test(t, func(t *testing.T) {
-			base := &slowBase{latency: []time.Duration{time.Second}, codes: []int{200}}
+			base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Second).RespondOnCancel())
 			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: hp}}
 			const n = 400
 			var hedges int
@@ -192,7 +165,7 @@ func TestHedgeBudgetBrownoutThroughTransport(t *testing.T) {
 				resp.Body.Close()
 			}
 			synctest.Wait()
-			hedges = len(base.seen) - n
+			hedges = len(base.Requests()) - n
 			assert.LessOrEqual(t, hedges, 20, "%+v: 0.04 × 400 + 4", hp)
 			assert.GreaterOrEqual(t, hedges, 19, "%+v: what it earns is spent", hp)
 		})
@@ -202,9 +175,9 @@ func TestHedgeBudgetBrownoutThroughTransport(t *testing.T) {
 func TestHedgeCallerCancels(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{time.Hour}, codes: []int{200}}
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
-		ctx, cancel := contextWithTimeout(t, 1500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
 		_, err := tr.RoundTrip(get(t, ctx))
 		assert.Error(t, err)
@@ -212,10 +185,9 @@ func TestHedgeCallerCancels(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, httpretry.StopContext, re.Reason)
 		synctest.Wait()
-		assert.Len(t, base.seen, 2)
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
-		}
+		reqs := base.Requests()
+		assert.Len(t, reqs, 2)
+		httpretrytest.CheckBodiesClosed(t, reqs)
 	})
 }
 
@@ -224,7 +196,7 @@ func TestHedgeCallerCancels(t *testing.T) {
 func TestHugeMaxHedges(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{10 * time.Second}, codes: []int{200}}
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(10 * time.Second).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			NewBudget: httpretry.NoBudget,
 			Hedge:     httpretry.HedgePolicy{Delay: time.Second, MaxHedges: math.MaxInt},
@@ -234,7 +206,7 @@ func TestHugeMaxHedges(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		synctest.Wait()
-		assert.Len(t, base.seen, 4, "the first attempt and MaxAttempts − 1 hedges")
+		assert.Len(t, base.Requests(), 4, "the first attempt and MaxAttempts − 1 hedges")
 	})
 }
 
@@ -246,21 +218,25 @@ func TestEveryHedgedAttemptIsReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Attempt 1 answers 503 at 3 s while attempt 2 (a hedge sent at 1 s)
 		// is still out; attempt 2 answers 200 at 3.5 s.
-		base := &slowBase{latency: []time.Duration{3 * time.Second, 2500 * time.Millisecond}, codes: []int{503, 200}}
+		base := httpretrytest.NewScript(
+			httpretrytest.Status(503).After(3*time.Second).RespondOnCancel(),
+			httpretrytest.Status(200).After(2500*time.Millisecond).RespondOnCancel(),
+		)
 		var got []httpretry.Attempt
-		var records int
+		var logged bytes.Buffer // one line per record, at every level
 		tr := &httpretry.Transport{Base: base,
 			Policy:    httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}},
 			OnAttempt: func(a httpretry.Attempt) { got = append(got, a) },
-			Logger:    slog.New(countHandler{&records}),
+			Logger:    slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
 		synctest.Wait()
-		require.Len(t, base.seen, 2)
+		reqs := base.Requests()
+		require.Len(t, reqs, 2)
 		require.Len(t, got, 2, "one report per attempt Base saw")
-		assert.Equal(t, 2, records)
+		assert.Equal(t, 2, strings.Count(logged.String(), "\n"), "one log record per attempt")
 		assert.Equal(t, 1, got[0].N)
 		assert.Equal(t, 503, got[0].Response.StatusCode)
 		assert.False(t, got[0].Retry)
@@ -268,16 +244,6 @@ func TestEveryHedgedAttemptIsReported(t *testing.T) {
 		assert.Equal(t, 2, got[1].N)
 		assert.True(t, got[1].Hedge)
 		assert.Equal(t, httpretry.StopSuccess, got[1].Stop)
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
-		}
+		httpretrytest.CheckBodiesClosed(t, reqs)
 	})
 }
-
-// countHandler counts the records it is given, at every level.
-type countHandler struct{ n *int }
-
-func (h countHandler) Enabled(context.Context, slog.Level) bool  { return true }
-func (h countHandler) Handle(context.Context, slog.Record) error { *h.n++; return nil }
-func (h countHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h countHandler) WithGroup(string) slog.Handler             { return h }

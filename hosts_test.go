@@ -13,14 +13,14 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
-	ht "github.com/seedhq/httpretry/httpretrytest"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // attemptsFor counts the attempts a GET of rawURL makes against an
 // always-503 upstream: each policy below has its own MaxAttempts.
 func attemptsFor(t *testing.T, tr *httpretry.Transport, rawURL string) int {
 	t.Helper()
-	up := ht.NewScript(ht.Status(503))
+	up := httpretrytest.NewScript(httpretrytest.Status(503))
 	tr.Base = up
 	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
 	require.NoError(t, err)
@@ -94,13 +94,13 @@ func TestInheritance(t *testing.T) {
 			},
 			OnAttempt: func(a httpretry.Attempt) { got = append(got, a) },
 		}
-		hang := ht.Func(func(req *http.Request) (*http.Response, error) {
+		hang := httpretrytest.Func(func(req *http.Request) (*http.Response, error) {
 			<-req.Context().Done()
 			return nil, req.Context().Err()
 		})
-		send := func(method, url string, outcomes ...ht.Outcome) []ht.Request {
+		send := func(method, url string, outcomes ...httpretrytest.Outcome) []httpretrytest.Request {
 			got = got[:0]
-			up := ht.NewScript(outcomes...)
+			up := httpretrytest.NewScript(outcomes...)
 			tr := &httpretry.Transport{Base: up, Policy: config.Policy, Hosts: config.Hosts, OnAttempt: config.OnAttempt}
 			req, _ := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader("x"))
 			resp, err := tr.RoundTrip(req)
@@ -119,7 +119,7 @@ func TestInheritance(t *testing.T) {
 		assert.Equal(t, reqs[0].Header.Get("X-Key"), reqs[1].Header.Get("X-Key"))
 
 		start := time.Now()
-		reqs = send(http.MethodGet, "https://api.example.com/v1/export", ht.Status(503), ht.Func(func(*http.Request) (*http.Response, error) {
+		reqs = send(http.MethodGet, "https://api.example.com/v1/export", httpretrytest.Status(503), httpretrytest.Func(func(*http.Request) (*http.Response, error) {
 			time.Sleep(time.Minute) // longer than the inherited timeout, which is off here
 			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
 		}))
@@ -127,7 +127,7 @@ func TestInheritance(t *testing.T) {
 		assert.Equal(t, time.Minute, time.Since(start), "no attempt timeout, no backoff")
 		assert.Equal(t, httpretry.StopSuccess, got[1].Stop)
 
-		reqs = send(http.MethodPost, "https://keys.example.com/", ht.Status(200))
+		reqs = send(http.MethodPost, "https://keys.example.com/", httpretrytest.Status(200))
 		require.Len(t, reqs, 1)
 		assert.Empty(t, reqs[0].Header.Get("X-Key"), "Keys replaced as a whole: disabled")
 		assert.Equal(t, "1", reqs[0].Header.Get("X-Attempt"))
@@ -178,7 +178,7 @@ func TestValidateListsEveryError(t *testing.T) {
 	}
 	assert.Len(t, err.(interface{ Unwrap() []error }).Unwrap(), 12)
 
-	resp, rerr := tr.RoundTrip(httptestRequest(t))
+	resp, rerr := tr.RoundTrip(get(t, t.Context()))
 	assert.Nil(t, resp)
 	assert.ErrorIs(t, rerr, httpretry.ErrInvalidPolicy)
 	var re *httpretry.RetryError
@@ -186,10 +186,4 @@ func TestValidateListsEveryError(t *testing.T) {
 	assert.Equal(t, httpretry.StopInvalid, re.Reason)
 
 	assert.NoError(t, (&httpretry.Transport{}).Validate(), "the zero Transport is valid")
-}
-
-func httptestRequest(t *testing.T) *http.Request {
-	req, err := http.NewRequest(http.MethodGet, site, nil)
-	require.NoError(t, err)
-	return req
 }

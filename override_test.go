@@ -12,7 +12,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
-	ht "github.com/seedhq/httpretry/httpretrytest"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 func roundTrip(t *testing.T, tr *httpretry.Transport, ctx context.Context, url string) (*http.Response, error) {
@@ -29,14 +29,14 @@ func roundTrip(t *testing.T, tr *httpretry.Transport, ctx context.Context, url s
 func TestWithoutRetries(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		up := ht.NewScript(ht.Status(503))
+		up := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
 			Hedge: httpretry.HedgePolicy{Delay: time.Millisecond},
 		}}
 		resp, err := roundTrip(t, tr, httpretry.WithoutRetries(t.Context()), site)
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
-		ht.CheckAttempts(t, up.Requests(), 1)
+		httpretrytest.CheckAttempts(t, up.Requests(), 1)
 
 		// The same Transport, without the override, retries.
 		_, err = roundTrip(t, tr, t.Context(), site)
@@ -48,7 +48,7 @@ func TestWithoutRetries(t *testing.T) {
 func TestWithPolicyEditsThePolicyThatApplies(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		up := ht.NewScript(ht.RetryAfter(429, "90"), ht.Status(200), ht.RetryAfter(429, "90"))
+		up := httpretrytest.NewScript(httpretrytest.RetryAfter(429, "90"), httpretrytest.Status(200), httpretrytest.RetryAfter(429, "90"))
 		tr := &httpretry.Transport{Base: up, Hosts: map[string]httpretry.Policy{
 			"api.example.com": {MaxAttempts: 3, MaxRetryAfter: 30 * time.Second},
 		}}
@@ -78,7 +78,7 @@ func TestWithPolicyEditsThePolicyThatApplies(t *testing.T) {
 func TestWithPolicyComposesInOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		up := ht.NewScript(ht.Status(503))
+		up := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
 		var order []int
 		ctx := httpretry.WithPolicy(t.Context(), func(p *httpretry.Policy) { order = append(order, 1); p.MaxAttempts = 6 })
@@ -87,14 +87,14 @@ func TestWithPolicyComposesInOrder(t *testing.T) {
 		_, err := roundTrip(t, tr, ctx, site)
 		require.NoError(t, err)
 		assert.Equal(t, []int{1, 2}, order)
-		ht.CheckAttempts(t, up.Requests(), 5)
+		httpretrytest.CheckAttempts(t, up.Requests(), 5)
 
 		// WithoutRetries after WithPolicy wins, and the other way round.
-		up2 := ht.NewScript(ht.Status(503))
+		up2 := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr2 := &httpretry.Transport{Base: up2, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
 		_, err = roundTrip(t, tr2, httpretry.WithoutRetries(ctx), site)
 		require.NoError(t, err)
-		ht.CheckAttempts(t, up2.Requests(), 1)
+		httpretrytest.CheckAttempts(t, up2.Requests(), 1)
 	})
 }
 
@@ -106,7 +106,7 @@ func TestWithPolicySharesPerHostState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		created := 0
 		bucket := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 20, RetryCost: 5})
-		up := ht.NewScript(ht.Status(503))
+		up := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(0),
 			NewBudget: func(string) httpretry.Budget { created++; return bucket },
@@ -116,7 +116,7 @@ func TestWithPolicySharesPerHostState(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1, created)
 		assert.Equal(t, 0, bucket.Tokens(), "the override's retries spent the host's budget")
-		ht.CheckAttempts(t, up.Requests(), 5)
+		httpretrytest.CheckAttempts(t, up.Requests(), 5)
 
 		for _, f := range []func(*httpretry.Policy){
 			func(p *httpretry.Policy) { p.NewBudget = httpretry.NoBudget },
@@ -132,7 +132,7 @@ func TestWithPolicySharesPerHostState(t *testing.T) {
 
 func TestWithPolicyInvalidEdit(t *testing.T) {
 	t.Parallel()
-	up := ht.NewScript(ht.Status(200))
+	up := httpretrytest.NewScript(httpretrytest.Status(200))
 	tr := &httpretry.Transport{Base: up}
 	ctx := httpretry.WithPolicy(context.Background(), func(p *httpretry.Policy) {
 		p.MaxAttempts = -1

@@ -11,7 +11,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
-	ht "github.com/seedhq/httpretry/httpretrytest"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // unauthorizedIsTransient makes a 401 worth retrying, for PrepareRetry to
@@ -29,7 +29,7 @@ func unauthorizedIsTransient(_ *http.Request, resp *http.Response, _ error) http
 func TestPrepareRetryRefreshesAToken(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		up := ht.NewScript(ht.Status(401), ht.Status(200))
+		up := httpretrytest.NewScript(httpretrytest.Status(401), httpretrytest.Status(200))
 		var prevs []httpretry.Attempt
 		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
 			Backoff:  backoff.Constant(0),
@@ -76,18 +76,18 @@ func TestPrepareRetryRefuses(t *testing.T) {
 		}
 		onCall := func(c httpretry.Call) { calls = append(calls, c) }
 
-		up := ht.NewScript(ht.Respond(401, "expired"))
+		up := httpretrytest.NewScript(httpretrytest.Respond(401, "expired"))
 		tr := &httpretry.Transport{Base: up, Policy: policy, OnCall: onCall}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err, "the 401 in hand is returned")
 		assert.Equal(t, 401, resp.StatusCode)
 		assert.Equal(t, "expired", readAll(t, resp.Body))
 		resp.Body.Close()
-		ht.CheckAttempts(t, up.Requests(), 1)
+		httpretrytest.CheckAttempts(t, up.Requests(), 1)
 		assert.Equal(t, httpretry.StopRefused, calls[0].Stop)
 		assert.Equal(t, 500, bucket.Tokens(), "the refused retry cost nothing")
 
-		up = ht.NewScript(ht.Fail(ht.ConnReset()))
+		up = httpretrytest.NewScript(httpretrytest.Fail(httpretrytest.ConnReset()))
 		tr = &httpretry.Transport{Base: up, Policy: policy, OnCall: onCall}
 		_, err = tr.RoundTrip(get(t, t.Context()))
 		assert.ErrorIs(t, err, errNoToken)

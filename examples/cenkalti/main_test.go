@@ -1,10 +1,8 @@
 package main
 
 import (
-	"io"
 	"math"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,6 +11,7 @@ import (
 	cenkalti "github.com/cenkalti/backoff/v5"
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -134,19 +133,7 @@ func (f backOffFunc) Reset()                     {}
 func TestTransportWaitsFromBackOff(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		n := 0
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			mu.Lock()
-			n++
-			status := 200
-			if n <= 2 {
-				status = 503
-			}
-			mu.Unlock()
-			return &http.Response{StatusCode: status, Status: http.StatusText(status), Header: http.Header{},
-				Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
-		})
+		base := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(503), httpretrytest.Status(200))
 		var waits []time.Duration
 		rt := newTransport(base, func(a httpretry.Attempt) {
 			if a.Retry {
@@ -183,7 +170,3 @@ func TestFromBackOffConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -2,27 +2,19 @@ package main
 
 import (
 	"bytes"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // TestQuickstart runs the demo against the flaky API in memory, on the
 // fake clock of synctest, so the Retry-After second passes instantly.
 func TestQuickstart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := newFlakyAPI()
-		inMemory := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			rec := httptest.NewRecorder()
-			api.ServeHTTP(rec, req)
-			if req.Body != nil {
-				req.Body.Close()
-			}
-			return rec.Result(), nil
-		})
+		inMemory := &httpretrytest.HandlerTransport{Handler: newFlakyAPI()}
 		var out bytes.Buffer
 		start := time.Now()
 		run(&out, "http://quickstart.test", inMemory)
@@ -52,7 +44,3 @@ func TestQuickstart(t *testing.T) {
 		}
 	})
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -2,49 +2,27 @@ package main
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// attempts collects what OnAttempt reports.
-type attempts struct {
-	mu  sync.Mutex
-	all []httpretry.Attempt
-}
-
-func (a *attempts) record(at httpretry.Attempt) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	at.Response, at.Request = nil, nil // keep only the decision
-	a.all = append(a.all, at)
-}
-
-func (a *attempts) list() []httpretry.Attempt {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]httpretry.Attempt(nil), a.all...)
-}
-
 // setup starts the flaky API and returns it, its URL and an httpretry
 // Transport with no backoff waits whose attempts rec records.
-func setup(t *testing.T) (api *flakyAPI, url string, rt *httpretry.Transport, rec *attempts) {
+func setup(t *testing.T) (api *flakyAPI, url string, rt *httpretry.Transport, rec *httpretrytest.AttemptLog) {
 	t.Helper()
 	api = newFlakyAPI()
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	rec = &attempts{}
-	rt = &httpretry.Transport{Policy: httpretry.Policy{Backoff: backoff.Constant(0)}, OnAttempt: rec.record}
+	rec = &httpretrytest.AttemptLog{}
+	rt = &httpretry.Transport{Policy: httpretry.Policy{Backoff: backoff.Constant(0)}, OnAttempt: rec.Record}
 	return api, srv.URL, rt, rec
 }
 
@@ -58,7 +36,7 @@ func TestRestyGetRetriedByHTTPRetry(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, resp.StatusCode())
 	assert.Equal(t, Order{ID: 7, Status: "shipped"}, order)
-	got := rec.list()
+	got := rec.Attempts()
 	require.Len(t, got, 3)
 	assert.True(t, got[0].Retry && got[1].Retry)
 	assert.Equal(t, httpretry.StopSuccess, got[2].Stop)
@@ -71,7 +49,7 @@ func TestRestyPOSTReplayedWithOneKey(t *testing.T) {
 	t.Parallel()
 	api, url, rt, _ := setup(t)
 	var getBody bool // whether resty's request reaches httpretry with GetBody set
-	client := newClient(url, rt).SetTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	client := newClient(url, rt).SetTransport(httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		getBody = req.GetBody != nil
 		return rt.RoundTrip(req)
 	}))
@@ -101,11 +79,7 @@ func TestRestyRetriesOff(t *testing.T) {
 	for _, c := range []struct {
 		restyRetries, attempts int
 	}{{0, 4}, {2, 12}} {
-		var n atomic.Int32
-		refused := roundTripFunc(func(*http.Request) (*http.Response, error) {
-			n.Add(1)
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-		})
+		refused := httpretrytest.NewScript(httpretrytest.Fail(httpretrytest.DialRefused()))
 		client := newClient("http://orders.test", &httpretry.Transport{Base: refused,
 			Policy: httpretry.Policy{Backoff: backoff.Constant(0)}})
 		if c.restyRetries > 0 {
@@ -114,10 +88,6 @@ func TestRestyRetriesOff(t *testing.T) {
 		_, err := client.R().Get("/orders/7")
 		var re *httpretry.RetryError
 		require.True(t, errors.As(err, &re), "%v", err)
-		assert.Equal(t, c.attempts, int(n.Load()), "resty retries %d: attempts", c.restyRetries)
+		assert.Equal(t, c.attempts, len(refused.Requests()), "resty retries %d: attempts", c.restyRetries)
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,35 +16,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// attempts collects what OnAttempt reports.
-type attempts struct {
-	mu  sync.Mutex
-	all []httpretry.Attempt
-}
-
-func (a *attempts) record(at httpretry.Attempt) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	at.Response, at.Request = nil, nil // keep only the decision
-	a.all = append(a.all, at)
-}
-
-func (a *attempts) list() []httpretry.Attempt {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]httpretry.Attempt(nil), a.all...)
-}
-
 // setup starts a fake whose rate limits say Retry-After: 0, and a go-github
 // client over httpretry with p and no backoff waits.
-func setup(t *testing.T, p httpretry.Policy) (*fakeGitHub, *github.Client, *attempts) {
+func setup(t *testing.T, p httpretry.Policy) (*fakeGitHub, *github.Client, *httpretrytest.AttemptLog) {
 	t.Helper()
 	fake := newFakeGitHub("0")
 	srv := fake.start()
 	t.Cleanup(srv.Close)
 	p.Backoff = backoff.Constant(0)
-	rec := &attempts{}
-	gh, err := newGitHubClient(srv.URL, &httpretry.Transport{Policy: p, OnAttempt: rec.record})
+	rec := &httpretrytest.AttemptLog{}
+	gh, err := newGitHubClient(srv.URL, &httpretry.Transport{Policy: p, OnAttempt: rec.Record})
 	require.NoError(t, err)
 	return fake, gh, rec
 }
@@ -83,7 +63,7 @@ func TestSDKCallsSucceedThroughTransientFailures(t *testing.T) {
 
 	// The rate-limited attempts waited as the server asked.
 	var sources []string
-	for _, a := range rec.list() {
+	for _, a := range rec.Attempts() {
 		if a.Retry {
 			sources = append(sources, a.DelaySource.String())
 		}
@@ -100,7 +80,7 @@ func TestUnkeyedPOSTIsNotRepeatedAfterItMayHaveBeenApplied(t *testing.T) {
 
 	var apiErr *github.ErrorResponse
 	require.ErrorAs(t, err, &apiErr, "the SDK gets the 502 that ended retrying")
-	got := rec.list()
+	got := rec.Attempts()
 	require.Len(t, got, 1)
 	assert.Equal(t, httpretry.StopNotReplayable, got[0].Stop, "what the demo prints: request not replayable")
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
