@@ -80,6 +80,52 @@ func TestStatsWhileTrafficFlows(t *testing.T) {
 	t.Logf("%d snapshots taken during the traffic", snapshots)
 }
 
+// TestStatsCountRefusals: the snapshot says how often the budget and the
+// breaker said no.
+func TestStatsCountRefusals(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tr := &httpretry.Transport{Base: hostsBase, Policy: httpretry.Policy{
+			Backoff: backoff.Constant(0),
+			NewBudget: func(string) httpretry.Budget {
+				return httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 5})
+			},
+		}}
+		// The first call drains the bucket with two retries and is refused
+		// its third; the next two are refused their first retry.
+		for range 3 {
+			sendTo(t, tr, "down-budget.example.com")
+		}
+		stats := tr.Stats()
+		require.Len(t, stats, 1)
+		assert.Equal(t, int64(3), stats[0].BudgetRefusals)
+		assert.Equal(t, int64(5), stats[0].Attempts)
+		assert.Equal(t, int64(2), stats[0].Retries)
+		assert.Zero(t, stats[0].BudgetAvailable)
+
+		tr = &httpretry.Transport{Base: hostsBase, Policy: httpretry.Policy{
+			Backoff:   backoff.Constant(0),
+			NewBudget: httpretry.NoBudget,
+			Breaker:   httpretry.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: time.Minute},
+		}}
+		// The breaker opens on the first call's third attempt, which is
+		// then refused its retry; the next two calls send nothing.
+		for range 3 {
+			req, _ := http.NewRequest(http.MethodGet, "https://down-breaker.example.com/", nil)
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		stats = tr.Stats()
+		require.Len(t, stats, 1)
+		assert.Equal(t, httpretry.BreakerOpen, stats[0].BreakerState)
+		assert.Equal(t, int64(3), stats[0].BreakerRefusals)
+		assert.Equal(t, int64(3), stats[0].Attempts)
+		assert.False(t, stats[0].HasBudget)
+		assert.Zero(t, stats[0].BudgetRefusals)
+	})
+}
+
 // TestStatsAllocatesOnlyItsSlice: one allocation per call, the slice.
 func TestStatsAllocatesOnlyItsSlice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
