@@ -50,6 +50,10 @@ func (c *cache[K, V]) get(k K) (V, bool) {
 // cache holds fewer than limit entries. It reports false, and calls
 // nothing, when the cache is full.
 func (c *cache[K, V]) add(k K, limit int, build func() V) (V, bool) {
+	if p := c.m.Load(); p != nil && len(*p) >= limit {
+		v, ok := (*p)[k] // full: no lock for a key that cannot be added
+		return v, ok
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var old map[K]V

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime"
+	"sync/atomic"
 	"weak"
 
 	"github.com/seedhq/httpretry"
@@ -140,25 +141,47 @@ var (
 
 // metrics holds the instruments of one Transport and the attribute sets
 // they are recorded with, built once per combination.
+//
+// The two counters are observable: each combination of attributes keeps
+// its count in an atomic, which the collection reads. An addition is then
+// one atomic increment, where the SDK's synchronous Add would normalise
+// and hash every attribute of the set on each call; the histograms have no
+// observable form and are recorded as they happen.
 type metrics struct {
 	meter        metric.Meter
-	attempts     metric.Int64Counter
+	attempts     metric.Int64ObservableCounter
 	attemptDur   metric.Float64Histogram
 	callDur      metric.Float64Histogram
 	delay        metric.Float64Histogram
-	refusals     metric.Int64Counter
+	refusals     metric.Int64ObservableCounter
 	budgetLevel  metric.Float64ObservableGauge
 	breakerState metric.Int64ObservableGauge
 
 	hosts       hostSet
 	attemptOpts cache[attemptKey, *attemptOpts]
 	callOpts    cache[callKey, *callOpts]
+	refusalOpts cache[refusalKey, *counter]
+
+	// Counts of combinations past maxEntries, under the attribute the SDK
+	// gives its own overflow.
+	attemptOverflow, refusalOverflow counter
 }
+
+// counter is a count under one attribute set.
+type counter struct {
+	n   atomic.Int64
+	set attribute.Set
+}
+
+// overflowSet marks counts whose attributes were not kept, as the SDK does
+// past its cardinality limit.
+var overflowSet = attribute.NewSet(attribute.Bool("otel.metric.overflow", true))
 
 func newMetrics(meter metric.Meter) (*metrics, error) {
 	m := &metrics{meter: meter}
+	m.attemptOverflow.set, m.refusalOverflow.set = overflowSet, overflowSet
 	var err, e error
-	m.attempts, e = meter.Int64Counter(MetricAttempts, metric.WithUnit("{attempt}"),
+	m.attempts, e = meter.Int64ObservableCounter(MetricAttempts, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts sent by the retrying transport, hedges included."))
 	err = errors.Join(err, e)
 	m.attemptDur, e = meter.Float64Histogram(MetricAttemptDuration, metric.WithUnit("s"),
@@ -173,7 +196,7 @@ func newMetrics(meter metric.Meter) (*metrics, error) {
 		metric.WithDescription("Wait decided before each retry."),
 		metric.WithExplicitBucketBoundaries(delayBuckets...))
 	err = errors.Join(err, e)
-	m.refusals, e = meter.Int64Counter(MetricRefusals, metric.WithUnit("{attempt}"),
+	m.refusals, e = meter.Int64ObservableCounter(MetricRefusals, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts not sent because the host's retry budget or circuit breaker refused them."))
 	err = errors.Join(err, e)
 	m.budgetLevel, e = meter.Float64ObservableGauge(MetricBudgetLevel, metric.WithUnit("1"),
@@ -201,7 +224,7 @@ type attemptKey struct {
 }
 
 type attemptOpts struct {
-	count []metric.AddOption
+	count counter
 	dur   []metric.RecordOption // nil for a lost attempt
 	delay []metric.RecordOption // nil unless retried
 }
@@ -217,7 +240,14 @@ type callKey struct {
 
 type callOpts struct {
 	dur     []metric.RecordOption
-	refusal []metric.AddOption // nil unless a guard refused an attempt
+	refusal *counter // nil unless a guard refused an attempt
+}
+
+// refusalKey is what the attributes of a refusal depend on.
+type refusalKey struct {
+	host   string
+	reason string
+	kind   kind
 }
 
 type kind uint8
@@ -250,8 +280,12 @@ func (m *metrics) attempt(a httpretry.Attempt) {
 	if a.Lost {
 		k.class = httpretry.ClassDefault
 	}
-	o := options(&m.attemptOpts, &m.hosts, k, newAttemptOpts)
-	m.attempts.Add(ctx, 1, o.count...)
+	o, kept := options(&m.attemptOpts, &m.hosts, k, m.newAttemptOpts)
+	if kept {
+		o.count.n.Add(1)
+	} else {
+		m.attemptOverflow.n.Add(1)
+	}
 	if o.dur != nil {
 		m.attemptDur.Record(ctx, a.Duration.Seconds(), o.dur...)
 	}
@@ -268,10 +302,10 @@ func (m *metrics) call(c httpretry.Call) {
 	}
 	k := callKey{host: c.Host, method: normMethod(method), status: statusOf(c.Response),
 		stop: c.Stop, attempts: c.Attempts > 0}
-	o := options(&m.callOpts, &m.hosts, k, newCallOpts)
+	o, _ := options(&m.callOpts, &m.hosts, k, m.newCallOpts)
 	m.callDur.Record(ctx, c.Duration.Seconds(), o.dur...)
 	if o.refusal != nil {
-		m.refusals.Add(ctx, 1, o.refusal...)
+		o.refusal.n.Add(1)
 	}
 }
 
@@ -287,27 +321,28 @@ func (k attemptKey) withHost(h string) attemptKey { k.host = h; return k }
 func (k callKey) hostKey() string                 { return k.host }
 func (k callKey) withHost(h string) callKey       { k.host = h; return k }
 
-// options returns the options of k from c, built by build on first use. A
-// host past the bound is recorded under the one "_OTHER" host; past the
-// cache's bound, options are built for each measurement and not kept.
-func options[K keyed[K], V any](c *cache[K, V], hosts *hostSet, k K, build func(K, []attribute.KeyValue) V) V {
+// options returns the options of k from c, built by build on first use,
+// and whether they are kept in c. A host past the bound is recorded under
+// the one "_OTHER" host; past the cache's bound, options are built for
+// each measurement and not kept.
+func options[K keyed[K], V any](c *cache[K, V], hosts *hostSet, k K, build func(K, []attribute.KeyValue) V) (V, bool) {
 	if v, ok := c.get(k); ok {
-		return v
+		return v, true
 	}
 	host, ok := hosts.get(k.hostKey())
 	if !ok {
 		k = k.withHost(overflowKey)
 		if v, ok := c.get(k); ok {
-			return v
+			return v, true
 		}
 	}
 	if v, ok := c.add(k, maxEntries, func() V { return build(k, host) }); ok {
-		return v
+		return v, true
 	}
-	return build(k, host)
+	return build(k, host), false
 }
 
-func newAttemptOpts(k attemptKey, host []attribute.KeyValue) *attemptOpts {
+func (m *metrics) newAttemptOpts(k attemptKey, host []attribute.KeyValue) *attemptOpts {
 	common := append(host[:len(host):len(host)], semconv.HTTPRequestMethodKey.String(k.method),
 		AttemptKind.String(kindNames[k.kind]))
 	if k.class != httpretry.ClassDefault {
@@ -331,11 +366,11 @@ func newAttemptOpts(k attemptKey, host []attribute.KeyValue) *attemptOpts {
 	if k.stop != httpretry.StopNone {
 		count = append(count, StopReason.String(k.stop.String()))
 	}
-	o.count = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(count...))}
+	o.count.set = attribute.NewSet(count...)
 	return o
 }
 
-func newCallOpts(k callKey, host []attribute.KeyValue) *callOpts {
+func (m *metrics) newCallOpts(k callKey, host []attribute.KeyValue) *callOpts {
 	attrs := append(host[:len(host):len(host)], semconv.HTTPRequestMethodKey.String(k.method),
 		StopReason.String(k.stop.String()))
 	if k.status != 0 {
@@ -344,34 +379,54 @@ func newCallOpts(k callKey, host []attribute.KeyValue) *callOpts {
 	o := &callOpts{dur: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}}
 	// A call the budget stopped was refused a retry; one the breaker
 	// stopped, its first attempt when it sent none, else a retry.
-	reason, kd := "", kindRetry
+	r := refusalKey{host: k.host, kind: kindRetry}
 	switch k.stop {
 	case httpretry.StopBudget:
-		reason = "budget"
+		r.reason = "budget"
 	case httpretry.StopBreaker:
-		reason = "breaker"
+		r.reason = "breaker"
 		if !k.attempts {
-			kd = kindFirst
+			r.kind = kindFirst
 		}
+	default:
+		return o
 	}
-	if reason != "" {
-		r := append(host[:len(host):len(host)], RefusalReason.String(reason), AttemptKind.String(kindNames[kd]))
-		o.refusal = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(r...))}
+	build := func() *counter {
+		attrs := append(host[:len(host):len(host)], RefusalReason.String(r.reason), AttemptKind.String(kindNames[r.kind]))
+		return &counter{set: attribute.NewSet(attrs...)}
+	}
+	var ok bool
+	if o.refusal, ok = m.refusalOpts.add(r, maxEntries, build); !ok {
+		o.refusal = &m.refusalOverflow
 	}
 	return o
 }
 
-// register registers the callback that observes the gauges from the
-// Stats of the Transport t points to, while it lives.
+// register registers the callback that observes the counters, and the
+// gauges from the Stats of the Transport t points to while it lives.
 func (m *metrics) register(t weak.Pointer[httpretry.Transport]) (metric.Registration, error) {
 	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		tr := t.Value()
-		if tr == nil {
-			return nil
+		observeCounts(o, m.attempts, &m.attemptOpts, func(a *attemptOpts) *counter { return &a.count }, &m.attemptOverflow)
+		observeCounts(o, m.refusals, &m.refusalOpts, func(c *counter) *counter { return c }, &m.refusalOverflow)
+		if tr := t.Value(); tr != nil {
+			m.observe(o, tr.Stats())
 		}
-		m.observe(o, tr.Stats())
 		return nil
-	}, m.budgetLevel, m.breakerState)
+	}, m.attempts, m.refusals, m.budgetLevel, m.breakerState)
+}
+
+// observeCounts reports every counter of c, and the overflow's once it
+// has counted anything.
+func observeCounts[K comparable, V any](o metric.Observer, inst metric.Int64Observable, c *cache[K, V], count func(V) *counter, overflow *counter) {
+	if p := c.m.Load(); p != nil {
+		for _, v := range *p {
+			ct := count(v)
+			o.ObserveInt64(inst, ct.n.Load(), metric.WithAttributeSet(ct.set))
+		}
+	}
+	if n := overflow.n.Load(); n > 0 {
+		o.ObserveInt64(inst, n, metric.WithAttributeSet(overflow.set))
+	}
 }
 
 // observe reports each host's budget level and breaker state. Hosts past
