@@ -100,14 +100,17 @@ func (s *hostSet) get(host string) ([]attribute.KeyValue, bool) {
 }
 
 // hostAttrs returns server.address and server.port of a host key,
-// "host:port".
+// "host:port". The port is left out when it is 80 or 443, the default of
+// http and https, as the semantic conventions ask (server.port is required
+// only when it is not the scheme's default): one attribute less on every
+// measurement of the common case.
 func hostAttrs(key string) []attribute.KeyValue {
 	host, port, err := net.SplitHostPort(key)
 	if err != nil {
 		return []attribute.KeyValue{semconv.ServerAddress(key)}
 	}
 	attrs := []attribute.KeyValue{semconv.ServerAddress(host)}
-	if n, err := strconv.Atoi(port); err == nil {
+	if n, err := strconv.Atoi(port); err == nil && n != 80 && n != 443 {
 		attrs = append(attrs, semconv.ServerPort(n))
 	}
 	return attrs

@@ -88,8 +88,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // Call it once per Transport, before the Transport's first use: like any
 // field of a Transport, the hooks must not change once requests flow.
 //
-// Attributes are bounded: the host (server.address and server.port, from
-// Attempt.Host), the method (unknown methods as "_OTHER"), the status
+// Attributes are bounded: the host (server.address, and server.port unless
+// it is 80 or 443, from Attempt.Host), the method (unknown methods as "_OTHER"), the status
 // code, and httpretry's own enumerations; never a path, a query or a key.
 // Past the first 100 hosts, further hosts are recorded as server.address
 // "_OTHER", and the gauges report the worst of them there.

@@ -93,7 +93,7 @@ func send(t *testing.T, tr *httpretry.Transport, method, url string) {
 	}
 }
 
-const host = "server.address=api.example.com,server.port=443"
+const host = "server.address=api.example.com"
 
 // key names a point as flatten does: attributes given as "k=v" (host may
 // hold two), in any order.
@@ -290,6 +290,31 @@ func TestMetricsAttributesAreBounded(t *testing.T) {
 		assert.Len(t, levels, 101, "a gauge per host, and one for the others")
 		_, ok := levels[key("httpretry.budget.level", "server.address=_OTHER")]
 		assert.True(t, ok)
+	})
+}
+
+// TestMetricsServerPort: server.port is left out for 80 and 443, as the
+// conventions allow for a scheme's default, and kept for any other.
+func TestMetricsServerPort(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Respond(200, "ok"))}
+		collect := instrumented(t, tr)
+		for _, url := range []string{"https://api.example.com/", "http://api.example.com/", "https://api.example.com:8443/", "http://[::1]:8080/"} {
+			send(t, tr, http.MethodGet, url)
+		}
+		calls := map[string]float64{}
+		for k, v := range only2(collect(), "httpretry.call.duration") {
+			if strings.HasPrefix(k, "httpretry.call.duration_count") {
+				calls[k] = v
+			}
+		}
+		const rest = "http.request.method=GET,http.response.status_code=200,httpretry.stop.reason=success"
+		assert.Equal(t, map[string]float64{
+			key("httpretry.call.duration_count", rest, "server.address=api.example.com"):                     2,
+			key("httpretry.call.duration_count", rest, "server.address=api.example.com", "server.port=8443"): 1,
+			key("httpretry.call.duration_count", rest, "server.address=::1", "server.port=8080"):             1,
+		}, calls)
 	})
 }
 

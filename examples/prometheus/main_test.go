@@ -78,7 +78,7 @@ func TestPrometheusScrapesTheMetrics(t *testing.T) {
 	t.Parallel()
 	families, _ := scraped(t)
 	host := func(h string, more ...string) map[string]string {
-		m := map[string]string{"server_address": h, "server_port": "80"}
+		m := map[string]string{"server_address": h}
 		for i := 0; i+1 < len(more); i += 2 {
 			m[more[i]] = more[i+1]
 		}
@@ -191,5 +191,5 @@ func TestMainRuns(t *testing.T) {
 		assert.NotContains(t, l, "_bucket{")
 		assert.NotContains(t, l, "otel_scope_name")
 	}
-	assert.Contains(t, out.String(), `httpretry_breaker_state{server_address="payments.example",server_port="80"} 2`)
+	assert.Contains(t, out.String(), `httpretry_breaker_state{server_address="payments.example"} 2`)
 }
