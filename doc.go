@@ -54,8 +54,10 @@
 // [Transport.Logger] gets one record per attempt, [Transport.OnAttempt] one
 // [Attempt] per attempt, [Transport.OnCall] one [Call] per RoundTrip, and
 // [Transport.Stats] returns the per-host state (retry budget, breaker)
-// at any time. Package httpretrytest fakes flaky upstreams for tests, and
-// package chaos injects faults for rehearsals.
+// at any time, which [StatusHandler] serves as a page for operators. The
+// otelhttpretry module turns all of it into OpenTelemetry metrics and
+// traces. Package httpretrytest fakes flaky upstreams for tests, and package
+// chaos injects faults for rehearsals.
 //
 // # The caveat
 //

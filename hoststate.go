@@ -42,6 +42,9 @@ type hostState struct {
 	retries     atomic.Int64
 	lastClass   atomic.Int32 // Class of the last failure
 	lastFailure atomic.Int64 // Unix nanoseconds of the last failure, 0 if none
+
+	budgetRefusals  atomic.Int64 // retries and hedges the budget refused
+	breakerRefusals atomic.Int64 // attempts not sent because the breaker was open
 }
 
 // atRest reports whether the state behaves as new state would, so that

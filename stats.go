@@ -13,12 +13,14 @@ type HostStats struct {
 	HasBudget       bool    // the host has a retry budget
 	BudgetAvailable float64 // what the budget holds now, in its own units (tokens, retries), if it reports a level
 	BudgetCapacity  float64 // what it holds when full; 0 if it does not report a level
+	BudgetRefusals  int64   // retries and hedges it refused since the host got state
 
 	HasBreaker          bool         // the host has a circuit breaker
 	BreakerState        BreakerState // BreakerClosed without a breaker
 	BreakerSuccesses    uint32       // successes counted in the breaker's window
 	BreakerFailures     uint32       // failures counted in the breaker's window
 	ConsecutiveFailures uint32       // failures in a row, as the breaker counts them
+	BreakerRefusals     int64        // attempts it refused since the host got state, first attempts and hedges included
 
 	HasHedgeBudget bool    // the host has a hedge budget: it was sent a hedge, or a request with adaptive hedging
 	HedgeTokens    float64 // hedges the hedge budget would allow now, up to its burst of 4; 0 without one
@@ -70,7 +72,7 @@ func (s *hostState) snapshot(now time.Time) HostStats {
 		st.LastFailureAt = time.Unix(0, at)
 	}
 	if s.budget != nil {
-		st.HasBudget = true
+		st.HasBudget, st.BudgetRefusals = true, s.budgetRefusals.Load()
 		if l, ok := s.budget.(leveler); ok {
 			st.BudgetAvailable, st.BudgetCapacity = l.Level()
 		}
@@ -87,6 +89,7 @@ func (s *hostState) snapshot(now time.Time) HostStats {
 		st.HasBreaker, st.BreakerState = true, state
 		st.BreakerSuccesses, st.BreakerFailures = counts.TotalSuccesses, counts.TotalFailures
 		st.ConsecutiveFailures = counts.ConsecutiveFailures
+		st.BreakerRefusals = s.breakerRefusals.Load()
 	}
 	return st
 }

@@ -379,6 +379,7 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 	if c.state != nil && c.state.breaker != nil {
 		done, err := c.state.breaker.admit()
 		if err != nil {
+			c.state.breakerRefusals.Add(1)
 			closeBody(rc)
 			a.end()
 			return &refusal{StopBreaker, err}
@@ -475,6 +476,7 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 		return
 	case c.state != nil && c.state.breaker.open():
 		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
+		c.state.breakerRefusals.Add(1)
 		return
 	}
 	d := p.backoff.Delay(c.sent, c.prevDelay, nil)
@@ -509,6 +511,7 @@ func (c *callState) reserve(timeout bool) bool {
 		return true
 	}
 	if !c.state.budget.AllowRetry(timeout) {
+		c.state.budgetRefusals.Add(1)
 		return false
 	}
 	c.reserved, c.reservedTO, c.timeoutRetry = true, timeout, timeout
