@@ -63,10 +63,12 @@
 // [Transport.Logger] gets one record per attempt, [Transport.OnAttempt] one
 // [Attempt] per attempt, [Transport.OnCall] one [Call] per RoundTrip, and
 // [Transport.Stats] returns the per-host state (retry budget, breaker,
-// overload controls) at any time; a call that sent nothing, refused by an
-// overload control or the breaker, is reported to OnCall with its
-// [StopReason], not to OnAttempt. Package httpretrytest fakes flaky upstreams for tests, and
-// package chaos injects faults for rehearsals.
+// overload controls) at any time, which [StatusHandler] serves as a page
+// for operators; a call that sent nothing, refused by an overload control
+// or the breaker, is reported to OnCall with its [StopReason], not to
+// OnAttempt. The otelhttpretry module turns all of it into OpenTelemetry
+// metrics and traces. Package httpretrytest fakes flaky upstreams for
+// tests, and package chaos injects faults for rehearsals.
 //
 // # The caveat
 //

@@ -116,10 +116,14 @@ func TestHedgeOnlyForReplayableRequests(t *testing.T) {
 	})
 }
 
-func TestHedgesAreChargedToTheBudget(t *testing.T) {
+// TestHedgesAreNotChargedToTheRetryBudget: hedges have a budget of their
+// own; a retry budget with room for two retries is left untouched by
+// three hedges, and a hedge that wins is not refunded.
+func TestHedgesAreNotChargedToTheRetryBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := httpretrytest.NewScript(httpretrytest.Status(200).After(10 * time.Second).RespondOnCancel())
+		slow := httpretrytest.Status(200).After(10 * time.Second).RespondOnCancel()
+		base := httpretrytest.NewScript(slow, slow, slow, httpretrytest.Status(200).After(time.Second).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Hedge: httpretry.HedgePolicy{Delay: time.Second, MaxHedges: 3},
 			NewBudget: func(string) httpretry.Budget {
@@ -131,9 +135,41 @@ func TestHedgesAreChargedToTheBudget(t *testing.T) {
 		resp.Body.Close()
 		synctest.Wait()
 		reqs := base.Requests()
-		assert.Len(t, reqs, 3, "the first attempt and the two hedges the budget paid for")
+		assert.Len(t, reqs, 4, "the first attempt and three hedges")
 		httpretrytest.CheckBodiesClosed(t, reqs)
+		st := tr.Stats()
+		require.Len(t, st, 1)
+		assert.Equal(t, 10.0, st[0].BudgetAvailable, "the retry budget paid for none of them")
+		assert.True(t, st[0].HasHedgeBudget)
+		assert.Equal(t, 1.0, st[0].HedgeTokens, "the hedge budget paid for three, the winner included")
 	})
+}
+
+// TestHedgeBudgetBrownout: when every attempt of a host is slow, its
+// hedges stay within 4 % of its requests plus a burst of 4, fixed delay or
+// not, where a fixed delay without a budget would double the load.
+func TestHedgeBudgetBrownoutThroughTransport(t *testing.T) {
+	t.Parallel()
+	for _, hp := range []httpretry.HedgePolicy{
+		{Delay: 100 * time.Millisecond},
+		{Delay: 100 * time.Millisecond, Adaptive: true, MinSamples: 1_000_000},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Second).RespondOnCancel())
+			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: hp}}
+			const n = 400
+			var hedges int
+			for range n {
+				resp, err := tr.RoundTrip(get(t, t.Context()))
+				require.NoError(t, err)
+				resp.Body.Close()
+			}
+			synctest.Wait()
+			hedges = len(base.Requests()) - n
+			assert.LessOrEqual(t, hedges, 20, "%+v: 0.04 × 400 + 4", hp)
+			assert.GreaterOrEqual(t, hedges, 19, "%+v: what it earns is spent", hp)
+		})
+	}
 }
 
 func TestHedgeCallerCancels(t *testing.T) {

@@ -193,8 +193,25 @@ func (e *latencyEstimator) refresh() {
 		e.delayNS.Store(0)
 		return
 	}
-	d := max(h.quantile(total, e.q), latencyMedianFactor*h.quantile(total, 0.5))
-	e.delayNS.Store(max(int64(d), 1))
+	e.delayNS.Store(int64(h.delay(total, e.q)))
+}
+
+// delayAt is delay for the q-quantile and minSamples of one request: the
+// cached delay when they are the estimator's own, else one computed afresh
+// from the histogram, which costs a few hundred nanoseconds.
+func (e *latencyEstimator) delayAt(now time.Time, q float64, minSamples int) (time.Duration, bool) {
+	if q == e.q && uint64(max(minSamples, 1)) == e.minSamples {
+		return e.delay(now)
+	}
+	if e.atRest(now) {
+		return 0, false
+	}
+	var h latencyHistogram
+	total := e.collect(&h)
+	if total == 0 || total < uint64(max(minSamples, 1)) {
+		return 0, false
+	}
+	return h.delay(total, q), true
 }
 
 // latencyHistogram is the sum of the live windows.
@@ -215,6 +232,14 @@ func (e *latencyEstimator) collect(h *latencyHistogram) uint64 {
 		total += uint64(h[i])
 	}
 	return total
+}
+
+// delay returns the hedge delay of the total samples in h: their
+// q-quantile, but at least latencyMedianFactor times their median, and
+// at least 1 ns.
+func (h *latencyHistogram) delay(total uint64, q float64) time.Duration {
+	d := max(h.quantile(total, q), latencyMedianFactor*h.quantile(total, 0.5))
+	return max(d, 1)
 }
 
 // quantile returns the q-quantile of the total samples in h, interpolated

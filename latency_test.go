@@ -99,6 +99,38 @@ func TestLatencyEstimatorQuantiles(t *testing.T) {
 	assert.True(t, within(d, exactDelay(live, 0.95), 0.07), "delay %v, exact %v", d, exactDelay(live, 0.95))
 }
 
+// TestLatencyEstimatorDelayAt: a request with a quantile or MinSamples of
+// its own reads them from the same histogram; one with the estimator's
+// own gets the cached delay.
+func TestLatencyEstimatorDelayAt(t *testing.T) {
+	t.Parallel()
+	s := newLatencyStream(2)
+	e := newLatencyEstimator(0.95, 100, time.Minute)
+	var samples []time.Duration
+	for range 3 * latencyWindow {
+		d := time.Duration(float64(3*time.Millisecond) * math.Exp(0.6*s.rng.NormFloat64()))
+		samples = append(samples, d)
+		e.record(d, s.advance(d))
+	}
+	live := samples[len(samples)-e.snapshot(s.at).Samples:]
+	cached, ok := e.delay(s.at)
+	require.True(t, ok)
+	got, ok := e.delayAt(s.at, 0.95, 100)
+	require.True(t, ok)
+	assert.Equal(t, cached, got, "the estimator's own settings: the cached delay")
+	for _, q := range []float64{0.5, 0.9, 0.99} {
+		got, ok := e.delayAt(s.at, q, 100)
+		require.True(t, ok)
+		assert.True(t, within(got, exactDelay(live, q), 0.07), "q %v: %v, exact %v", q, got, exactDelay(live, q))
+	}
+	_, ok = e.delayAt(s.at, 0.95, 2000)
+	assert.False(t, ok, "fewer samples than the request asks for")
+	_, ok = e.delayAt(s.at.Add(2*time.Minute), 0.9, 100)
+	assert.False(t, ok, "idle past maxIdle")
+	_, ok = newLatencyEstimator(0.95, 100, time.Minute).delayAt(s.at, 0.9, 1)
+	assert.False(t, ok, "no samples")
+}
+
 func TestLatencyEstimatorMinSamples(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)

@@ -195,7 +195,8 @@ type policy struct {
 	newBudget      func(string) Budget
 	breaker        *BreakerPolicy  // nil: no breaker
 	overload       *OverloadPolicy // nil: no overload control
-	hedgeDelay     time.Duration   // 0: no hedging
+	hedgeDelay     time.Duration   // the fixed delay, or the adaptive delay's fallback; 0: none
+	adaptive       *adaptiveHedge  // nil: the fixed delay only
 	maxHedges      int
 	hints          HintPolicy
 }
@@ -250,16 +251,30 @@ func compile(p Policy) *policy {
 		o := p.Overload
 		c.overload = &o
 	}
-	if !p.Hedge.Disabled && p.Hedge.Delay > 0 && c.maxAttempts > 1 {
-		c.hedgeDelay = p.Hedge.Delay
-		c.maxHedges = min(cmp.Or(p.Hedge.MaxHedges, 1), c.maxAttempts-1)
+	if h := p.Hedge; !h.Disabled && (h.Delay > 0 || h.Adaptive) && c.maxAttempts > 1 {
+		c.hedgeDelay = h.Delay
+		c.maxHedges = min(cmp.Or(h.MaxHedges, 1), c.maxAttempts-1)
+		if h.Adaptive {
+			c.adaptive = &adaptiveHedge{
+				q:          cmp.Or(h.Quantile, DefaultHedgeQuantile),
+				minSamples: cmp.Or(h.MinSamples, DefaultHedgeMinSamples),
+				minDelay:   h.MinDelay,
+				maxDelay:   h.MaxDelay,
+			}
+		}
 	}
 	return c
 }
 
 // stateful reports whether the policy keeps state per host.
 func (p *policy) stateful() bool {
-	return p.newBudget != nil || p.breaker != nil || p.overload != nil
+	return p.newBudget != nil || p.breaker != nil || p.overload != nil || p.hedges()
+}
+
+// hedges reports whether the policy sends hedges, now or once its host's
+// latency is learnt.
+func (p *policy) hedges() bool {
+	return p.hedgeDelay > 0 || p.adaptive != nil
 }
 
 // isNoBudget reports whether f is NoBudget.

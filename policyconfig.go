@@ -227,6 +227,22 @@ type HedgeConfig struct {
 	// sent. "" means no hedging.
 	Delay Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
 
+	// Adaptive learns the delay from the host's latency (see HedgePolicy);
+	// Delay is then the delay used until the host has MinSamples samples.
+	Adaptive bool `json:"adaptive,omitempty" yaml:"adaptive,omitempty"`
+
+	// Quantile is the latency quantile after which an adaptive hedge is
+	// sent, in (0, 1). 0 means 0.95.
+	Quantile float64 `json:"quantile,omitempty" yaml:"quantile,omitempty"`
+
+	// MinSamples is how many samples a host needs before its adaptive
+	// delay applies. 0 means 100.
+	MinSamples int `json:"min_samples,omitempty" yaml:"min_samples,omitempty"`
+
+	// MinDelay and MaxDelay bound the adaptive delay. "" means no bound.
+	MinDelay Duration `json:"min_delay,omitempty" yaml:"min_delay,omitempty"`
+	MaxDelay Duration `json:"max_delay,omitempty" yaml:"max_delay,omitempty"`
+
 	// MaxHedges is the most attempts sent alongside the first of a round.
 	// 0 means 1.
 	MaxHedges int `json:"max_hedges,omitempty" yaml:"max_hedges,omitempty"`

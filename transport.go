@@ -147,6 +147,8 @@ type callState struct {
 	key   string
 	timed bool // observers want durations
 	began time.Time
+	delay time.Duration     // the hedge delay; 0: no hedging
+	learn *latencyEstimator // the host's latency, fed by the first attempt; nil when the call does not learn
 
 	sent, hedges int
 	lastStatus   int
@@ -217,6 +219,9 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		if c.state != nil && c.state.budget != nil {
 			c.state.budget.Begin()
 		}
+	}
+	if c.p.hedges() {
+		c.startHedging()
 	}
 	return c.run(ctx)
 }
@@ -293,7 +298,7 @@ func (c *callState) run(ctx context.Context) (*http.Response, error) {
 func (c *callState) finish(ctx context.Context, a *attempt) (*http.Response, error) {
 	c.stop = a.Stop
 	if a.Stop == StopSuccess && c.state != nil && c.state.budget != nil {
-		c.state.budget.Succeeded(c.sent > 1, c.timeoutRetry)
+		c.state.budget.Succeeded(c.sent-c.hedges > 1, c.timeoutRetry) // hedges are not the retry budget's
 	}
 	switch {
 	case c.held != nil:
@@ -364,6 +369,7 @@ func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) e
 	a.settle(resp, err, fired)
 	c.classify(a)
 	c.record(ctx, a)
+	c.learnFrom(ctx, a)
 	return nil
 }
 
@@ -395,6 +401,7 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 	if c.state != nil && c.state.breaker != nil {
 		done, err := c.state.breaker.admit()
 		if err != nil {
+			c.state.breakerRefusals.Add(1)
 			closeBody(rc)
 			a.end()
 			a.adm.done(time.Now(), signalNone, nil, nil)
@@ -403,9 +410,9 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 		a.breakDone = done
 	}
 	a.startTimer(c.p.attemptTimeout)
-	if c.timed || a.adm.limited {
+	if timed := c.timed || (n == 1 && c.learn != nil); timed || a.adm.limited {
 		now := time.Now()
-		if c.timed {
+		if timed {
 			a.start = now
 		}
 		a.adm.sent(ctx, now, c.p.attemptTimeout)
@@ -503,6 +510,7 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 		return
 	case c.state != nil && c.state.breaker.open():
 		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
+		c.state.breakerRefusals.Add(1)
 		return
 	}
 	d := p.backoff.Delay(c.sent, c.prevDelay, nil)
@@ -537,6 +545,7 @@ func (c *callState) reserve(timeout bool) bool {
 		return true
 	}
 	if !c.state.budget.AllowRetry(timeout) {
+		c.state.budgetRefusals.Add(1)
 		return false
 	}
 	c.reserved, c.reservedTO, c.timeoutRetry = true, timeout, timeout

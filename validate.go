@@ -70,6 +70,7 @@ func (p *Policy) check(path string) []error {
 	if p.Hedge.MaxHedges < 0 {
 		bad("Hedge.MaxHedges", "%d is negative", p.Hedge.MaxHedges)
 	}
+	errs = append(errs, p.Hedge.check(path+".Hedge")...)
 	errs = append(errs, p.Breaker.check(path+".Breaker")...)
 	errs = append(errs, p.Overload.check(path+".Overload")...)
 	return errs
@@ -87,6 +88,41 @@ func (p *Policy) checkMerged(path string) error {
 		return invalidf(path+".AttemptHeader", "%q would overwrite idempotency keys with attempt numbers", p.AttemptHeader)
 	}
 	return nil
+}
+
+// check reports the adaptive hedging settings that are invalid, or set
+// without Adaptive, where they would be ignored.
+func (h *HedgePolicy) check(path string) []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, invalidf(path+"."+field, format, args...))
+	}
+	if q := h.Quantile; q != 0 && !(q > 0 && q < 1) {
+		bad("Quantile", "%v is not in (0, 1)", q)
+	}
+	if h.MinSamples < 0 {
+		bad("MinSamples", "%d is negative", h.MinSamples)
+	}
+	if h.MinDelay < 0 {
+		bad("MinDelay", "%v is negative", h.MinDelay)
+	}
+	if h.MaxDelay < 0 {
+		bad("MaxDelay", "%v is negative", h.MaxDelay)
+	}
+	if h.MinDelay > 0 && h.MaxDelay > 0 && h.MinDelay > h.MaxDelay {
+		bad("MinDelay", "%v is above MaxDelay (%v)", h.MinDelay, h.MaxDelay)
+	}
+	if !h.Adaptive && !h.Disabled && len(errs) == 0 {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"Quantile", h.Quantile != 0}, {"MinSamples", h.MinSamples != 0}, {"MinDelay", h.MinDelay != 0}, {"MaxDelay", h.MaxDelay != 0}} {
+			if f.set {
+				bad(f.name, "is set without Adaptive, which it needs")
+			}
+		}
+	}
+	return errs
 }
 
 // check reports nonsense breaker settings.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -102,10 +103,10 @@ func Variants() []Variant {
 		{"httpretry-fixed", func(base http.RoundTripper) http.RoundTripper {
 			return &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: FixedDelay}}}
 		}},
-		// httpretry-adaptive is filled by the integration of the latency
-		// estimator and the hedge budget (issue 14): the default policy
-		// with adaptive hedging on and nothing tuned.
-		{"httpretry-adaptive", nil},
+		// The default policy with adaptive hedging on and nothing tuned.
+		{"httpretry-adaptive", func(base http.RoundTripper) http.RoundTripper {
+			return &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Adaptive: true}}}
+		}},
 		{"failsafe-quantile", func(base http.RoundTripper) http.RoundTripper {
 			return failsafehttp.NewRoundTripper(base, hedgepolicy.NewWithDelayQuantile[*http.Response](0.95, 30, 20))
 		}},
@@ -122,6 +123,8 @@ type Stats struct {
 	Attempts       int64 // seen by the server
 	Errors         int
 	P50, P99, P999 time.Duration
+	// Quantiles are the request latencies at CDFLevels.
+	Quantiles []time.Duration `json:",omitempty"`
 }
 
 // Extra is the share of attempts beyond one per request.
@@ -135,9 +138,74 @@ func (s Stats) Extra() float64 {
 // Result is one run of one variant on one scenario.
 type Result struct {
 	Variant, Scenario string
-	Dials             int64 // new connections
+	Scale             float64 // of the scenario (see Scenarios)
+	Dials             int64   // new connections
 	Total             Stats
 	Phases            []Stats `json:",omitempty"`
+	// Delays traces the hedge delay of a client that reports it (an
+	// httpretry Transport, through Stats), every DelayEvery requests.
+	Delays []DelayPoint `json:",omitempty"`
+}
+
+// DelayEvery is how many requests apart the hedge delay is traced.
+const DelayEvery = 50
+
+// DelayPoint is the hedge delay a client reported once Request requests
+// had been started, At into the run.
+type DelayPoint struct {
+	Request int64
+	At      time.Duration
+	Delay   time.Duration
+}
+
+// DelayAt returns the last traced delay at or before at, and false when
+// none was traced by then.
+func (r Result) DelayAt(at time.Duration) (time.Duration, bool) {
+	var d time.Duration
+	ok := false
+	for _, p := range r.Delays {
+		if p.At > at {
+			break
+		}
+		d, ok = p.Delay, true
+	}
+	return d, ok
+}
+
+// Settled returns the first traced request from which on the delay stays
+// within tol (0.25: ±25 %) of want, and false if it never does.
+func (r Result) Settled(want time.Duration, tol float64) (int64, bool) {
+	settled, ok := int64(0), false
+	for _, p := range r.Delays {
+		if math.Abs(float64(p.Delay)/float64(want)-1) <= tol {
+			if !ok {
+				settled, ok = p.Request, true
+			}
+		} else {
+			ok = false
+		}
+	}
+	return settled, ok
+}
+
+// delayReporter is a client that can tell its hedge delay: an httpretry
+// Transport, whose Stats report it per host.
+type delayReporter interface {
+	Stats() []httpretry.HostStats
+}
+
+// hedgeDelay returns the hedge delay rt reports for its one host.
+func hedgeDelay(rt http.RoundTripper) (time.Duration, bool) {
+	r, ok := rt.(delayReporter)
+	if !ok {
+		return 0, false
+	}
+	for _, h := range r.Stats() {
+		if h.LatencySamples > 0 {
+			return h.HedgeDelay, true
+		}
+	}
+	return 0, false
 }
 
 // Run sends the scenario's requests through v from Concurrency clients to
@@ -241,6 +309,7 @@ func (r *run) drive(v Variant, rt http.RoundTripper, url string) Result {
 	var (
 		mu      sync.Mutex
 		samples []sample
+		delays  []DelayPoint
 		wg      sync.WaitGroup
 	)
 	for range Concurrency {
@@ -262,6 +331,13 @@ func (r *run) drive(v Variant, rt http.RoundTripper, url string) Result {
 				}
 				cancel()
 				local = append(local, sample{r.phase(now), time.Since(now), !ok})
+				if n%DelayEvery == 0 {
+					if d, ok := hedgeDelay(rt); ok {
+						mu.Lock()
+						delays = append(delays, DelayPoint{n, time.Since(r.start), d})
+						mu.Unlock()
+					}
+				}
 			}
 			mu.Lock()
 			samples = append(samples, local...)
@@ -270,7 +346,8 @@ func (r *run) drive(v Variant, rt http.RoundTripper, url string) Result {
 	}
 	wg.Wait()
 
-	res := Result{Variant: v.Name, Scenario: r.sc.Name}
+	res := Result{Variant: v.Name, Scenario: r.sc.Name, Delays: delays}
+	slices.SortFunc(res.Delays, func(a, b DelayPoint) int { return int(a.Request - b.Request) })
 	summarise := func(name string, keep func(sample) bool, attempts int64) Stats {
 		s := Stats{Phase: name, Attempts: attempts}
 		var ds []time.Duration
@@ -287,6 +364,9 @@ func (r *run) drive(v Variant, rt http.RoundTripper, url string) Result {
 			slices.Sort(ds)
 			at := func(q float64) time.Duration { return ds[min(int(q*float64(len(ds))), len(ds)-1)] }
 			s.P50, s.P99, s.P999 = at(0.5), at(0.99), at(0.999)
+			for _, q := range CDFLevels {
+				s.Quantiles = append(s.Quantiles, at(q))
+			}
 		}
 		return s
 	}

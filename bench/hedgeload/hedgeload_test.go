@@ -43,6 +43,11 @@ func TestVariantsRun(t *testing.T) {
 			default: // a learned delay may sit at the slow attempts' latency
 				assert.GreaterOrEqual(t, r.Total.Extra(), 0.0)
 			}
+			if v.Name == "httpretry-adaptive" {
+				assert.Len(t, r.Delays, 120/DelayEvery, "its delay is traced")
+			} else {
+				assert.Empty(t, r.Delays, "only an adaptive Transport reports a delay")
+			}
 		})
 	}
 }
@@ -55,4 +60,25 @@ func TestScenarioPhases(t *testing.T) {
 	assert.Equal(t, 2*time.Millisecond, sc[1].Latency(nil, 0, 0, "after"))
 	assert.Equal(t, 2*time.Millisecond, sc[2].Latency(nil, 750, 1500, ""))
 	assert.Equal(t, 20*time.Millisecond, sc[2].Latency(nil, 751, 1500, ""))
+}
+
+func TestDelayTrace(t *testing.T) {
+	ms := time.Millisecond
+	r := Result{Delays: []DelayPoint{
+		{50, 10 * ms, 4 * ms}, {100, 20 * ms, 4 * ms}, {150, 30 * ms, 30 * ms},
+		{200, 40 * ms, 41 * ms}, {250, 50 * ms, 60 * ms}, {300, 60 * ms, 39 * ms}, {350, 70 * ms, 40 * ms},
+	}}
+	_, ok := r.DelayAt(5 * ms)
+	assert.False(t, ok, "nothing traced yet")
+	d, ok := r.DelayAt(25 * ms)
+	assert.True(t, ok)
+	assert.Equal(t, 4*ms, d)
+	d, _ = r.DelayAt(time.Hour)
+	assert.Equal(t, 40*ms, d)
+
+	at, ok := r.Settled(40*ms, 0.25)
+	assert.True(t, ok)
+	assert.Equal(t, int64(300), at, "within ±25 % for good from request 300: 60 ms at 250 was out")
+	_, ok = r.Settled(4*ms, 0.25)
+	assert.False(t, ok, "it left 4 ms")
 }

@@ -24,7 +24,8 @@ func TestQuickstart(t *testing.T) {
 		for _, want := range []string{
 			"attempt 3 GET /inventory -> 200 OK [success] done: success",
 			`=> 200 OK: "42 widgets", after`,
-			"attempt 1 GET /quota -> 429 Too Many Requests [transient] retry in 1.",
+			// Retry-After: 1, lengthened by up to 10 %: 1s to 1.1s.
+			"attempt 1 GET /quota -> 429 Too Many Requests [transient] retry in 1",
 			"(retry-after)",
 			`=> 200 OK: "quota ok", after`,
 			"attempt 2 POST /charges key=",

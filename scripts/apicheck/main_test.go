@@ -70,3 +70,17 @@ func TestDiff(t *testing.T) {
 		t.Errorf("diff = %q, %q", added, removed)
 	}
 }
+
+func TestMethodOfOldInterface(t *testing.T) {
+	old := []string{"pkg p, type Budget interface", "pkg p, type Budget interface, Allow(bool) bool"}
+	for l, want := range map[string]bool{
+		"pkg p, type Budget interface, Level() (float64, float64)": true,  // breaks implementations
+		"pkg p, type Option interface, apply(*config)":             false, // a new interface
+		"pkg p, type Option interface":                             false,
+		"pkg p, func New(string) *T":                               false,
+	} {
+		if got := methodOfOldInterface(l, old); got != want {
+			t.Errorf("methodOfOldInterface(%q) = %v, want %v", l, got, want)
+		}
+	}
+}

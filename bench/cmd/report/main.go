@@ -1,7 +1,9 @@
 // Command report runs httpretry's overhead benchmarks and the simulations
 // of scenarios A, B, C and C2 (package sim) and the overload scenarios D,
 // C2 on the Transport and E (sim's TestOverloadTable, run with go test),
-// then writes docs/performance.md and its charts in docs/img. Run it from the bench directory:
+// reads the loopback hedging results of cmd/hedgeload, then writes
+// docs/performance.md and its charts in docs/img. Run it from the bench
+// directory:
 //
 //	go run ./cmd/report                  # everything, a few minutes on two cores
 //	go run ./cmd/report -bench=false     # reuse results/overhead.txt
@@ -21,6 +23,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/seedhq/httpretry/bench/hedgeload"
 )
 
 func main() {
@@ -34,8 +38,9 @@ func main() {
 		benchFile    = flag.String("bench-file", "results/overhead.txt", "raw benchmark output")
 		format       = flag.String("format", "svg", "chart format: svg, or png to inspect them")
 		overheadOnly = flag.Bool("overhead-only", false, "run the benchmarks, print benchstat and the ratio table, write nothing else")
+		hedgeFile    = flag.String("hedgeload", "results/hedgeload.jsonl", "loopback hedging results of cmd/hedgeload (section 6); left out if absent")
 		overload     = flag.Bool("overload", true, "run the overload scenarios (go test -run TestOverloadTable ./sim; false: reuse -overload-file)")
-		overloadFile = flag.String("overload-file", "results/overload.json", "the overload scenarios' figures, as TestOverloadTable writes them")
+		overloadFile = flag.String("overload-file", "results/overload.json", "the overload scenarios' figures, as TestOverloadTable writes them (section 7)")
 	)
 	flag.Parse()
 	chartFormat = *format
@@ -67,6 +72,12 @@ func main() {
 		return
 	}
 
+	if rs, err := hedgeload.ReadResults(*hedgeFile); err == nil {
+		r.hedging = rs
+	} else {
+		log.Printf("no hedging results (%v): section 6 says how to make them", err)
+	}
+
 	simStart := time.Now()
 	log.Printf("scenario A: %d runs per point and seed", *runs)
 	r.occRuns, r.occ = *runs, runOCC(*runs)
@@ -88,7 +99,7 @@ func main() {
 	if t, err := readOverloadTable(*overloadFile); err == nil {
 		r.overload = t
 	} else {
-		log.Printf("no overload figures (%v): section 6 is left out", err)
+		log.Printf("no overload figures (%v): section 7 is left out", err)
 	}
 	r.simTime = time.Since(simStart)
 
@@ -101,6 +112,7 @@ func main() {
 		herdChart(img, "herd-arrivals", r.herds[0], 30*time.Second),
 		stormChart(img, r.storms),
 		metastableChart(img, r.meta, 300*time.Second),
+		r.hedgingCharts(img),
 	} {
 		if err != nil {
 			log.Fatalf("charts: %v", err)

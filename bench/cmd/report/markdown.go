@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seedhq/httpretry/bench/hedgeload"
 	"github.com/seedhq/httpretry/bench/sim"
 )
 
@@ -23,6 +24,7 @@ type report struct {
 	herds     []herdRun
 	storms    []stormCell
 	meta      []metaRun
+	hedging   hedgeload.Results  // nil without cmd/hedgeload's results
 	overload  *sim.OverloadTable // nil when its figures are missing
 }
 
@@ -62,6 +64,7 @@ func (r *report) markdown() string {
 	r.herdSection(&b)
 	r.stormSection(&b)
 	r.metastableSection(&b)
+	r.hedgingSection(&b)
 	if r.overload != nil {
 		r.overloadSection(&b)
 	}
@@ -69,9 +72,10 @@ func (r *report) markdown() string {
 
 	w("## Reproduce\n\n```sh\ncd bench\n")
 	w("go test -race -shuffle=on -count=1 ./...   # reduced simulations with their assertions, behaviour tests\n")
+	w("go run ./cmd/hedgeload                     # section 6's loopback runs, about 20 minutes: before the report, on a quiet machine\n")
 	w("go run ./cmd/report                        # this document and docs/img/*.svg (benchmarks included)\n")
 	w("go run ./cmd/report -overhead-only         # only the benchmark rounds (each client in its own process): benchstat and ratios\n")
-	w("HTTPRETRY_SIM=full go test -run OverloadTable -v ./sim   # section 6's runs, one line each\n")
+	w("HTTPRETRY_SIM=full go test -run OverloadTable -v ./sim   # section 7's runs, one line each\n")
 	w("go run %s -col /client results/overhead.txt  # benchstat on the interleaved samples\n```\n", benchstatCmd)
 	return b.String()
 }

@@ -185,7 +185,7 @@ func (r *report) overloadTargets() []target {
 func (r *report) overloadSection(b *strings.Builder) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	t := r.overload
-	w("## 6. Overload: throttling, a concurrency limit, pacing\n\n")
+	w("## 7. Overload: throttling, a concurrency limit, pacing\n\n")
 	w("The overload controls of `Policy.Overload` (see [overload.md](overload.md)) on the real Transport in\n")
 	w("front of a simulated host, on the `testing/synctest` clock (`bench/sim`, `TestOverloadTable`, %d seeds\n", len(sim.TableSeeds))
 	w("each; mean and range). Arms: the Transport without retries, with retries and no budget, with its\n")

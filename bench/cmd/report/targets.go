@@ -77,6 +77,7 @@ func (r *report) targets() []target {
 		ts = append(ts, target{fmt.Sprintf("C2 default budget, seed %d", m.seed), "recovery ≤ 1.5 × backlog/(μ−λ)",
 			measured, m.run.Recovered > 0 && took <= limit*3/2})
 	}
+	ts = append(ts, r.hedgingTargets()...)
 	if r.overload != nil {
 		ts = append(ts, r.overloadTargets()...)
 	}
