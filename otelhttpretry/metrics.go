@@ -22,13 +22,15 @@ const ScopeName = "github.com/seedhq/httpretry/otelhttpretry"
 // The names of the metrics Instrument records. docs/observability.md
 // documents each with its unit and attributes.
 const (
-	MetricAttempts        = "httpretry.attempts"         // counter of attempts Base saw
-	MetricAttemptDuration = "httpretry.attempt.duration" // histogram, seconds per attempt
-	MetricCallDuration    = "httpretry.call.duration"    // histogram, seconds per RoundTrip
-	MetricRetryDelay      = "httpretry.retry.delay"      // histogram, seconds waited before a retry
-	MetricRefusals        = "httpretry.refusals"         // counter of attempts a guard did not let out
-	MetricBudgetLevel     = "httpretry.budget.level"     // gauge, share of the host's retry budget left
-	MetricBreakerState    = "httpretry.breaker.state"    // gauge, 0 closed, 1 half-open, 2 open
+	MetricAttempts        = "httpretry.attempts"             // counter of attempts Base saw
+	MetricAttemptDuration = "httpretry.attempt.duration"     // histogram, seconds per attempt
+	MetricCallDuration    = "httpretry.call.duration"        // histogram, seconds per RoundTrip
+	MetricRetryDelay      = "httpretry.retry.delay"          // histogram, seconds waited before a retry
+	MetricRefusals        = "httpretry.refusals"             // counter of attempts a guard did not let out
+	MetricBudgetLevel     = "httpretry.budget.level"         // gauge, share of the host's retry budget left
+	MetricBreakerState    = "httpretry.breaker.state"        // gauge, 0 closed, 1 half-open, 2 open
+	MetricThrottle        = "httpretry.throttle.probability" // gauge, probability that adaptive throttling rejects an attempt
+	MetricConcurrency     = "httpretry.concurrency.limit"    // gauge, attempts the adaptive concurrency limit allows in flight
 )
 
 // The attributes of httpretry's own, beside the semantic conventions'
@@ -156,6 +158,8 @@ type metrics struct {
 	refusals     metric.Int64ObservableCounter
 	budgetLevel  metric.Float64ObservableGauge
 	breakerState metric.Int64ObservableGauge
+	throttle     metric.Float64ObservableGauge
+	concurrency  metric.Int64ObservableGauge
 
 	hosts       hostSet
 	attemptOpts cache[attemptKey, *attemptOpts]
@@ -197,13 +201,19 @@ func newMetrics(meter metric.Meter) (*metrics, error) {
 		metric.WithExplicitBucketBoundaries(delayBuckets...))
 	err = errors.Join(err, e)
 	m.refusals, e = meter.Int64ObservableCounter(MetricRefusals, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts not sent because the host's retry budget or circuit breaker refused them."))
+		metric.WithDescription("Attempts not sent because the host's retry budget, circuit breaker or overload control refused them."))
 	err = errors.Join(err, e)
 	m.budgetLevel, e = meter.Float64ObservableGauge(MetricBudgetLevel, metric.WithUnit("1"),
 		metric.WithDescription("Share of the host's retry budget available, from 0 (empty) to 1 (full)."))
 	err = errors.Join(err, e)
 	m.breakerState, e = meter.Int64ObservableGauge(MetricBreakerState,
 		metric.WithDescription("State of the host's circuit breaker: 0 closed, 1 half-open, 2 open."))
+	err = errors.Join(err, e)
+	m.throttle, e = meter.Float64ObservableGauge(MetricThrottle, metric.WithUnit("1"),
+		metric.WithDescription("Probability that the host's adaptive throttling rejects an attempt sent now."))
+	err = errors.Join(err, e)
+	m.concurrency, e = meter.Int64ObservableGauge(MetricConcurrency, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts the host's adaptive concurrency limit allows in flight now."))
 	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err
@@ -382,9 +392,9 @@ func (m *metrics) newCallOpts(k callKey, host []attribute.KeyValue) *callOpts {
 	r := refusalKey{host: k.host, kind: kindRetry}
 	switch k.stop {
 	case httpretry.StopBudget:
-		r.reason = "budget"
-	case httpretry.StopBreaker:
-		r.reason = "breaker"
+		r.reason = refusalReasons[k.stop]
+	case httpretry.StopBreaker, httpretry.StopThrottled, httpretry.StopConcurrencyLimit, httpretry.StopRateLimited:
+		r.reason = refusalReasons[k.stop]
 		if !k.attempts {
 			r.kind = kindFirst
 		}
@@ -402,6 +412,16 @@ func (m *metrics) newCallOpts(k callKey, host []attribute.KeyValue) *callOpts {
 	return o
 }
 
+// refusalReasons are the values of RefusalReason for the guards that
+// refuse an attempt before it is sent.
+var refusalReasons = map[httpretry.StopReason]string{
+	httpretry.StopBudget:           "budget",
+	httpretry.StopBreaker:          "breaker",
+	httpretry.StopThrottled:        "throttle",
+	httpretry.StopConcurrencyLimit: "limit",
+	httpretry.StopRateLimited:      "pace",
+}
+
 // register registers the callback that observes the counters, and the
 // gauges from the Stats of the Transport t points to while it lives.
 func (m *metrics) register(t weak.Pointer[httpretry.Transport]) (metric.Registration, error) {
@@ -412,7 +432,7 @@ func (m *metrics) register(t weak.Pointer[httpretry.Transport]) (metric.Registra
 			m.observe(o, tr.Stats())
 		}
 		return nil
-	}, m.attempts, m.refusals, m.budgetLevel, m.breakerState)
+	}, m.attempts, m.refusals, m.budgetLevel, m.breakerState, m.throttle, m.concurrency)
 }
 
 // observeCounts reports every counter of c, and the overflow's once it
@@ -429,13 +449,14 @@ func observeCounts[K comparable, V any](o metric.Observer, inst metric.Int64Obse
 	}
 }
 
-// observe reports each host's budget level and breaker state. Hosts past
-// the bound are reported together as "_OTHER", with the lowest level and
-// the worst state among them.
+// observe reports each host's budget level, breaker state, throttling
+// probability and concurrency limit. Hosts past the bound are reported
+// together as "_OTHER", with the worst of each among them.
 func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
 	var other struct {
-		level, state       float64
-		hasLevel, hasState bool
+		level, state, throttle                    float64
+		limit                                     int
+		hasLevel, hasState, hasThrottle, hasLimit bool
 	}
 	other.level = 1
 	for _, s := range stats {
@@ -456,6 +477,20 @@ func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
 				other.state, other.hasState = max(other.state, float64(s.BreakerState)), true
 			}
 		}
+		if s.HasThrottle {
+			if known {
+				o.ObserveFloat64(m.throttle, s.ThrottleProbability, set)
+			} else {
+				other.throttle, other.hasThrottle = max(other.throttle, s.ThrottleProbability), true
+			}
+		}
+		if s.HasLimit {
+			if known {
+				o.ObserveInt64(m.concurrency, int64(s.Limit), set)
+			} else if !other.hasLimit || s.Limit < other.limit {
+				other.limit, other.hasLimit = s.Limit, true
+			}
+		}
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(otherHost...))
 	if other.hasLevel {
@@ -463,6 +498,12 @@ func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
 	}
 	if other.hasState {
 		o.ObserveInt64(m.breakerState, int64(other.state), set)
+	}
+	if other.hasThrottle {
+		o.ObserveFloat64(m.throttle, other.throttle, set)
+	}
+	if other.hasLimit {
+		o.ObserveInt64(m.concurrency, int64(other.limit), set)
 	}
 }
 

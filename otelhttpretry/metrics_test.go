@@ -229,6 +229,36 @@ func TestMetricsOfAnOpenBreaker(t *testing.T) {
 	})
 }
 
+// TestMetricsOfOverloadControls: an attempt the concurrency limit refuses
+// is a refusal of reason "limit", and the controls' state is observed per
+// host.
+func TestMetricsOfOverloadControls(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		upstream := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Second))
+		tr := &httpretry.Transport{Base: upstream, Policy: httpretry.Policy{
+			Overload: httpretry.OverloadPolicy{Throttle: true, Limit: true, LimitMax: 1, LimitQueue: -1},
+		}}
+		collect := instrumented(t, tr)
+		done := make(chan struct{})
+		go func() {
+			send(t, tr, http.MethodGet, "https://api.example.com/v1/items")
+			close(done)
+		}()
+		synctest.Wait() // the first call holds the only slot
+		send(t, tr, http.MethodGet, "https://api.example.com/v1/items")
+		<-done
+		assert.Len(t, upstream.Requests(), 1, "the second call sent nothing")
+
+		got := collect()
+		assert.Equal(t, map[string]float64{
+			key("httpretry.refusals", "httpretry.attempt.kind=first", "httpretry.refusal.reason=limit", host): 1,
+		}, only(got, "httpretry.refusals"))
+		assert.Equal(t, map[string]float64{key("httpretry.concurrency.limit", host): 1}, only(got, "httpretry.concurrency.limit"))
+		assert.Equal(t, map[string]float64{key("httpretry.throttle.probability", host): 0}, only(got, "httpretry.throttle.probability"))
+	})
+}
+
 // TestMetricsOfHedges: the first attempt is slow, the hedge wins, and the
 // first is reported lost.
 func TestMetricsOfHedges(t *testing.T) {

@@ -75,7 +75,11 @@ var (
 		Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 5, OpenFor: time.Minute},
 	}
 	hosts = map[string]httpretry.Policy{
-		"catalog.example": {Hedge: httpretry.HedgePolicy{Delay: 20 * time.Millisecond}},
+		// Hedged, behind the overload controls that watch its load.
+		"catalog.example": {
+			Hedge:    httpretry.HedgePolicy{Delay: 20 * time.Millisecond},
+			Overload: httpretry.OverloadPolicy{Throttle: true, Limit: true},
+		},
 		// A budget of four retries and no breaker: what stops retries to
 		// the search service is the budget alone.
 		"search.example": {
