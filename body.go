@@ -79,7 +79,10 @@ func prepareBody(ctx context.Context, req *http.Request, limit int64) (body, err
 func readCtx(ctx context.Context, r io.Reader, n, size int64) (*bytes.Buffer, error) {
 	buf := new(bytes.Buffer)
 	if size > 0 {
-		buf.Grow(int(min(size, n)))
+		// Room for the body and for the read that finds its end: ReadFrom
+		// wants bytes.MinRead free before each read, and would double a
+		// buffer that is exactly full.
+		buf.Grow(int(min(size, n)) + bytes.MinRead)
 	}
 	if ctx.Done() == nil {
 		_, err := buf.ReadFrom(io.LimitReader(r, n))

@@ -36,6 +36,7 @@ func main() {
 		count        = flag.Int("count", 6, "benchmark rounds: each client once per round, in its own process")
 		benchtime    = flag.String("benchtime", "1s", "benchmark -benchtime")
 		benchFile    = flag.String("bench-file", "results/overhead.txt", "raw benchmark output")
+		metricsFile  = flag.String("metrics-file", "results/metrics.txt", "raw output of the metrics benchmark")
 		format       = flag.String("format", "svg", "chart format: svg, or png to inspect them")
 		overheadOnly = flag.Bool("overhead-only", false, "run the benchmarks, print benchstat and the ratio table, write nothing else")
 		hedgeFile    = flag.String("hedgeload", "results/hedgeload.jsonl", "loopback hedging results of cmd/hedgeload (section 6); left out if absent")
@@ -55,6 +56,10 @@ func main() {
 		if err := runBenchmarks(".", *benchFile, *count, *benchtime); err != nil {
 			log.Fatalf("benchmarks: %v", err)
 		}
+		log.Printf("metrics benchmarks: %d rounds → %s", *count, *metricsFile)
+		if err := runMetricsBenchmarks(".", *metricsFile, *count, *benchtime); err != nil {
+			log.Fatalf("metrics benchmarks: %v", err)
+		}
 	}
 	var r report
 	r.started = start
@@ -66,9 +71,17 @@ func main() {
 	} else {
 		log.Printf("no benchmark results in %s: the overhead section is left out", *benchFile)
 	}
+	if s, _, err := parseSideBySide(*metricsFile, "BenchmarkMetricsOverhead"); err == nil && len(s) > 0 {
+		r.metrics = s
+	} else {
+		log.Printf("no metrics benchmark results in %s: that table is left out", *metricsFile)
+	}
 	if *overheadOnly {
 		fmt.Println(r.benchstat)
 		fmt.Println(overheadTable(r.bench))
+		if r.metrics != nil {
+			fmt.Println(metricsTable(r.metrics))
+		}
 		return
 	}
 

@@ -19,6 +19,7 @@ type report struct {
 	bench     benchSamples
 	benchMeta map[string]string
 	benchstat string
+	metrics   benchSamples // BenchmarkMetricsOverhead's rounds; nil without them
 	occRuns   int
 	occ       []occResult
 	herds     []herdRun
@@ -114,6 +115,7 @@ func (r *report) overheadSection(b *strings.Builder) {
 	if r.benchstat != "" {
 		w("<details><summary>benchstat -col /client (each column compared with bare)</summary>\n\n```text\n%s```\n\n</details>\n\n", r.benchstat)
 	}
+	r.metricsSection(b)
 }
 
 func (r *report) occSection(b *strings.Builder) {

@@ -53,10 +53,21 @@ func benchstat(dir, file string) (string, error) {
 // benchSamples maps case → client → unit → samples.
 type benchSamples map[string]map[string]map[string][]float64
 
-var benchLine = regexp.MustCompile(`^BenchmarkOverhead/case=([^/]+)/client=(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+// benchLine matches a result line of the side-by-side benchmark name:
+// "<name>/case=<case>/client=<client>[-N] <iterations> <value unit>...".
+func benchLine(name string) *regexp.Regexp {
+	return regexp.MustCompile(`^` + name + `/case=([^/]+)/client=(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+}
 
-// parseBenchmarks reads go test -bench output.
+// parseBenchmarks reads the go test -bench output of BenchmarkOverhead.
 func parseBenchmarks(file string) (benchSamples, map[string]string, error) {
+	return parseSideBySide(file, "BenchmarkOverhead")
+}
+
+// parseSideBySide reads the go test -bench output of the side-by-side
+// benchmark name.
+func parseSideBySide(file, name string) (benchSamples, map[string]string, error) {
+	line := benchLine(name)
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, nil, err
@@ -66,11 +77,11 @@ func parseBenchmarks(file string) (benchSamples, map[string]string, error) {
 	meta := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		line := sc.Text()
-		if k, v, ok := strings.Cut(line, ": "); ok && (k == "cpu" || k == "goos" || k == "goarch") {
+		text := sc.Text()
+		if k, v, ok := strings.Cut(text, ": "); ok && (k == "cpu" || k == "goos" || k == "goarch") {
 			meta[k] = v
 		}
-		m := benchLine.FindStringSubmatch(line)
+		m := line.FindStringSubmatch(text)
 		if m == nil {
 			continue
 		}

@@ -57,7 +57,13 @@ func overheadArgs(benchtime string) func(client string) []string {
 // in that round; nil when the rounds do not line up (a client is missing
 // from some round).
 func (s benchSamples) roundRatios(c, client, unit string) []float64 {
-	xs, bare := s[c][client][unit], s[c]["bare"][unit]
+	return s.ratiosTo(c, client, "bare", unit)
+}
+
+// ratiosTo returns, for each round, client's value of unit over base's in
+// that round; nil when the rounds do not line up.
+func (s benchSamples) ratiosTo(c, client, base, unit string) []float64 {
+	xs, bare := s[c][client][unit], s[c][base][unit]
 	if len(xs) == 0 || len(xs) != len(bare) {
 		return nil
 	}
