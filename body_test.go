@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -263,5 +265,73 @@ func TestDeadlineAfterAnEndlessDrain(t *testing.T) {
 		reqs := base.Requests()
 		require.Len(t, reqs, 1)
 		assert.Equal(t, 1, reqs[0].ResponseBody.Closes(), "closed once")
+	})
+}
+
+// TestHugeReplayLimit: MaxReplayBytes of math.MaxInt64, the natural way to
+// say "no limit", buffers the body like any other: no overflow, no panic,
+// no empty body sent.
+func TestHugeReplayLimit(t *testing.T) {
+	t.Parallel()
+	for _, length := range []int64{-1, 13} {
+		up := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{MaxReplayBytes: math.MaxInt64, Backoff: backoff.Constant(0)}}
+		req, _ := http.NewRequest(http.MethodPut, site, io.NopCloser(strings.NewReader("precious data")))
+		req.ContentLength = length
+		var resp *http.Response
+		var err error
+		require.NotPanics(t, func() { resp, err = tr.RoundTrip(req) })
+		require.NoError(t, err)
+		resp.Body.Close()
+		reqs := up.Requests()
+		require.Len(t, reqs, 2)
+		for _, r := range reqs {
+			assert.Equal(t, "precious data", string(r.Body), "ContentLength %d", length)
+		}
+	}
+	// A declared length far past the body sizes nothing in advance.
+	tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(200)), Policy: httpretry.Policy{MaxReplayBytes: math.MaxInt64}}
+	req, _ := http.NewRequest(http.MethodPut, site, io.NopCloser(strings.NewReader("short")))
+	req.ContentLength = 1 << 50
+	_, err := tr.RoundTrip(req)
+	assert.ErrorIs(t, err, httpretry.ErrRequestBody, "ContentLength does not match the body")
+}
+
+// deafBody trickles a byte every 50 ms, whatever the request's context,
+// until it is closed: a custom Base's body that does not follow the context.
+type deafBody struct {
+	closed atomic.Bool
+	closes atomic.Int32
+}
+
+func (b *deafBody) Read(p []byte) (int, error) {
+	time.Sleep(50 * time.Millisecond)
+	if b.closed.Load() {
+		return 0, io.ErrClosedPipe
+	}
+	p[0] = 'x'
+	return 1, nil
+}
+
+func (b *deafBody) Close() error { b.closed.Store(true); b.closes.Add(1); return nil }
+
+// TestDrainEndsWithTheContext: the drain of a discarded body that ignores
+// the request's context stops when the caller's context does, not 250 ms
+// later.
+func TestDrainEndsWithTheContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		body := &deafBody{}
+		base := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: body}, nil
+		})
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := tr.RoundTrip(get(t, ctx))
+		require.Error(t, err)
+		assert.LessOrEqual(t, time.Since(start), 150*time.Millisecond, "returned with the deadline, the read in progress included")
+		assert.EqualValues(t, 1, body.closes.Load())
 	})
 }

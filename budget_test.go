@@ -2,6 +2,7 @@ package httpretry_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -361,4 +362,25 @@ func TestBudgetEmbeddingTokenBucket(t *testing.T) {
 		assert.Equal(t, 3, b.begins, "every request once the host has state")
 		assert.Equal(t, 500, b.Tokens(), "the retry was refunded on success; successes refill")
 	})
+}
+
+// TestZeroBudgets: the zero values of the budget types do what their
+// documentation says, and never panic.
+func TestZeroBudgets(t *testing.T) {
+	t.Parallel()
+	var rb httpretry.RatioBudget
+	assert.NotPanics(t, func() {
+		rb.Begin()
+		assert.False(t, rb.AllowRetry(false), "a zero RatioBudget refuses every retry")
+		rb.Refund(false)
+		rb.Level()
+	})
+	var tb httpretry.TokenBucket
+	assert.True(t, tb.AllowRetry(false), "a zero TokenBucket allows every retry")
+	// A huge credit cannot overflow the bucket past its capacity.
+	b := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 10, SuccessCredit: math.MaxInt})
+	require.True(t, b.AllowRetry(false))
+	b.Succeeded(false, false)
+	assert.Equal(t, 10, b.Tokens())
+	assert.True(t, b.AllowRetry(false))
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -230,4 +231,47 @@ func TestUnknownErrorSentOnce(t *testing.T) {
 		assert.Len(t, fake.Requests(), 1)
 		assert.True(t, strings.HasPrefix(err.Error(), "httpretry: not retryable after 1 attempt: signer"), err.Error())
 	})
+}
+
+// selfWrapping is an error whose Unwrap returns itself: errors.Is would
+// follow it for ever.
+type selfWrapping struct{}
+
+func (e *selfWrapping) Error() string { return "loop" }
+func (e *selfWrapping) Unwrap() error { return e }
+
+// panickyIs is a value error whose Is method panics.
+type panickyIs struct{ m map[string]int }
+
+func (e panickyIs) Error() string        { return "panicky" }
+func (e panickyIs) Is(target error) bool { e.m["x"]++; return false }
+
+// TestMalformedErrorsFromBase: an error that wraps itself, or whose Is
+// method panics, ends the call with a clear error: no hang, no panic.
+func TestMalformedErrorsFromBase(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []error{&selfWrapping{}, panickyIs{}, fmt.Errorf("wrapped: %w", panickyIs{})} {
+		up := httpretrytest.NewScript(httpretrytest.Fail(bad))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
+			Backoff: backoff.Constant(0), Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 3},
+		}}
+		done := make(chan error, 1)
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					done <- fmt.Errorf("panicked: %v", r)
+				}
+			}()
+			_, err := tr.RoundTrip(get(t, context.Background()))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.Error(t, err, "%T", bad)
+			assert.NotContains(t, err.Error(), "panicked", "%T", bad)
+			assert.Contains(t, err.Error(), "malformed error", "%T", bad)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%T: RoundTrip did not return", bad)
+		}
+	}
 }

@@ -249,3 +249,24 @@ func TestConcurrencyLimitSlotReleasedOnEveryPath(t *testing.T) {
 		})
 	})
 }
+
+// TestStatsLimitIsCurrent: Stats reports the limit the next attempt will
+// find: an idle host's limit is back at its maximum 30 s after its last cut.
+func TestStatsLimitIsCurrent(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := httpretrytest.NewScript(httpretrytest.Status(503))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
+			MaxAttempts: 1,
+			Overload:    httpretry.OverloadPolicy{Limit: true, LimitMax: 8},
+		}}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Len(t, tr.Stats(), 1)
+		cut := tr.Stats()[0].Limit
+		assert.Less(t, cut, 8, "a 503 cut the limit")
+		time.Sleep(31 * time.Second)
+		assert.Equal(t, 8, tr.Stats()[0].Limit, "idle past the forget time: back at the maximum")
+	})
+}

@@ -11,8 +11,10 @@ import (
 // Sentinel errors. A *RetryError wraps them; test with errors.Is.
 var (
 	// ErrInvalidRequest reports a request that cannot be sent at all: a nil
-	// URL or header, no host, an unsupported scheme, a malformed header. No
-	// attempt is made and the request body is closed.
+	// URL or header, no host, a malformed method or header, and, with the
+	// Transport's own Base, a scheme other than http and https (a custom
+	// Base may speak any). No attempt is made and the request body is
+	// closed.
 	ErrInvalidRequest = errors.New("httpretry: invalid request")
 
 	// ErrInvalidPolicy reports a Policy with nonsense values, a Hosts key
@@ -102,8 +104,12 @@ func (r StopReason) String() string {
 // cancelled with a cause of its own. Timeout reports true, as net/http's
 // errors do, when the deadline passed or the last attempt timed out.
 //
-// When RoundTrip does get a response it returns that response, never a
-// RetryError, even when the response is a failure such as a 503.
+// When RoundTrip does get a response it returns that response, not a
+// RetryError, even when the response is a failure such as a 503. The one
+// exception: a response whose body was drained while its retry was being
+// decided, and was longer than the 64 KiB kept in memory, is gone if the
+// retry is then not sent (the deadline no longer fits, the breaker opened,
+// PrepareRetry refused); the RetryError then has its status in LastStatus.
 type RetryError struct {
 	Attempts   int        // attempts made, including the first; 0 if nothing was sent
 	Err        error      // the last attempt's error, or why nothing could be sent; nil after a response
@@ -114,6 +120,8 @@ type RetryError struct {
 	ctxErr error // context.Canceled or DeadlineExceeded when the caller's context ended
 }
 
+// Error says why retrying stopped, after how many attempts, the last status
+// seen, and the errors it wraps.
 func (e *RetryError) Error() string {
 	var b strings.Builder
 	b.WriteString("httpretry: ")

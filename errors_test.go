@@ -108,3 +108,24 @@ func TestRetryErrorText(t *testing.T) {
 		assert.Equal(t, tc.want, tc.err.Error())
 	}
 }
+
+// TestNoWaitThatLeavesNoTimeForTheRetry: a wait that ends before the
+// deadline but leaves less time than the last attempt took is not started:
+// the retry could only run into the deadline and lose the response in
+// hand.
+func TestNoWaitThatLeavesNoTimeForTheRetry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := httpretrytest.NewScript(httpretrytest.Status(503).After(10*time.Millisecond), httpretrytest.Status(200).After(10*time.Millisecond))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{Backoff: backoff.Constant(985 * time.Millisecond)}}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, ctx))
+		require.NoError(t, err, "the 503 in hand, not a deadline error after a useless wait")
+		assert.Equal(t, 503, resp.StatusCode)
+		resp.Body.Close()
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+		assert.Len(t, up.Requests(), 1)
+	})
+}

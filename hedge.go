@@ -216,7 +216,7 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 			// Others are still out: this failure is reported and discarded,
 			// and the round goes on.
 			c.observe(ctx, &a.Attempt)
-			discard(a.Response)
+			discard(ctx, a.Response)
 			a.end()
 		case <-timer.C:
 			if c.sent >= limit || ctx.Err() != nil {
@@ -225,6 +225,7 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 			c.ensureState()
 			hb := c.state.hedgeBudget()
 			if !hb.allow(late) {
+				c.state.hedgeRefusals.Add(1)
 				if !late {
 					// Try once more at twice the delay, with the kept
 					// token: an attempt still out then is stuck, not slow.

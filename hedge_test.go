@@ -247,3 +247,57 @@ func TestEveryHedgedAttemptIsReported(t *testing.T) {
 		httpretrytest.CheckBodiesClosed(t, reqs)
 	})
 }
+
+// TestHedgesDoNotShareTheCallersHeader: attempts in flight at once are
+// clones, so a layer under the Transport that writes headers (against the
+// RoundTripper contract, as some signers do) neither races with another
+// attempt nor reaches the caller's request.
+func TestHedgesDoNotShareTheCallersHeader(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := httpretrytest.NewScript(httpretrytest.Status(200).After(10 * time.Second))
+		signer := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			req.Header.Set("Authorization", "sig") // a contract-breaking signer
+			return up.RoundTrip(req)
+		})
+		tr := &httpretry.Transport{Base: signer, Policy: httpretry.Policy{
+			Hedge: httpretry.HedgePolicy{Delay: time.Second, MaxHedges: 2},
+		}}
+		req := get(t, t.Context())
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		assert.Empty(t, req.Header.Get("Authorization"), "the caller's request is untouched")
+		assert.Len(t, up.Requests(), 3)
+	})
+}
+
+// TestHedgesCarryPrepareRetrysEdits: the hedges of a retry round are sent
+// with the headers PrepareRetry set on the round's first attempt.
+func TestHedgesCarryPrepareRetrysEdits(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := httpretrytest.NewScript(httpretrytest.Status(401), httpretrytest.Status(200).After(10*time.Second), httpretrytest.Status(200))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
+			Backoff:  backoff.Constant(0),
+			Hedge:    httpretry.HedgePolicy{Delay: time.Second},
+			Classify: unauthorizedIsTransient,
+			PrepareRetry: func(_ httpretry.Attempt, next *http.Request) error {
+				next.Header.Set("Authorization", "Bearer fresh")
+				return nil
+			},
+		}}
+		req := get(t, t.Context())
+		req.Header.Set("Authorization", "Bearer stale")
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		var auth []string
+		for _, r := range up.Requests() {
+			auth = append(auth, r.Header.Get("Authorization"))
+		}
+		assert.Equal(t, []string{"Bearer stale", "Bearer fresh", "Bearer fresh"}, auth, "the hedge of the retry round too")
+	})
+}

@@ -20,7 +20,8 @@ import (
 // MaxRetryAfter or the context's deadline.
 type HintPolicy struct {
 	// ShouldRetryHeader names a response header whose value "true" or
-	// "false" overrides the classification of the response, as Stripe's
+	// "false" overrides the classification of a failed response (a status
+	// of 400 or more; on a success it is ignored), as Stripe's
 	// Stripe-Should-Retry does. "true" means the server vouches that sending
 	// the request again is safe, whatever its method; "false" means do not
 	// retry. Other values are ignored. "" means no such header.
@@ -44,9 +45,10 @@ type HintPolicy struct {
 	// RemainingHeader names a legacy header that counts the requests left
 	// before ResetHeader's reset, such as X-RateLimit-Remaining (GitHub,
 	// Stripe). It is read with ResetHeader, which must be set too, and only
-	// to pace requests (OverloadPolicy.Pace): every response carrying both
-	// tells how many more requests may be sent before the reset. "" means
-	// none.
+	// to pace requests (OverloadPolicy.Pace): while a response carrying
+	// both says requests are left, attempts go out as long as fewer than
+	// that many are in flight; once it says none are, they wait for the
+	// reset (see docs/overload.md). "" means none.
 	RemainingHeader string
 }
 
@@ -64,10 +66,12 @@ const (
 	ResetEpochSeconds
 )
 
-// shouldRetry reads the should-retry header: ClassNotProcessed for "true",
-// ClassFatal for "false", ClassDefault otherwise.
+// shouldRetry reads the should-retry header of a failure (a status of 400
+// or more): ClassNotProcessed for "true", ClassFatal for "false",
+// ClassDefault otherwise. On a success it says nothing: a request the
+// server carried out is never sent again on its word.
 func (h *HintPolicy) shouldRetry(resp *http.Response) Class {
-	if h.ShouldRetryHeader == "" || resp == nil {
+	if h.ShouldRetryHeader == "" || resp == nil || resp.StatusCode < 400 {
 		return ClassDefault
 	}
 	switch strings.ToLower(strings.TrimSpace(resp.Header.Get(h.ShouldRetryHeader))) {

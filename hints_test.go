@@ -120,3 +120,26 @@ func TestKeyedConflictIsRetried(t *testing.T) {
 		assert.Len(t, fake.Requests(), 1)
 	})
 }
+
+// TestShouldRetryHeaderOnASuccess: the should-retry header speaks about
+// failures. On a 2xx it is ignored: a successful unkeyed POST is never sent
+// again because the server said "true", and "false" does not turn a
+// success into a failure.
+func TestShouldRetryHeaderOnASuccess(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"true", "false"} {
+		up := httpretrytest.NewScript(httpretrytest.Status(200).Header("Stripe-Should-Retry", v))
+		var calls []httpretry.Call
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
+			Backoff: backoff.Constant(0),
+			Keys:    httpretry.KeyPolicy{Disabled: true},
+			Hints:   httpretry.HintPolicy{ShouldRetryHeader: "Stripe-Should-Retry"},
+		}, OnCall: func(c httpretry.Call) { calls = append(calls, c) }}
+		req, _ := http.NewRequest(http.MethodPost, site, strings.NewReader("amount=100"))
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Len(t, up.Requests(), 1, "Should-Retry: %s on a 200", v)
+		assert.Equal(t, httpretry.StopSuccess, calls[0].Stop)
+	}
+}

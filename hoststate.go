@@ -49,7 +49,8 @@ type hostState struct {
 	lastClass   atomic.Int32 // Class of the last failure
 	lastFailure atomic.Int64 // Unix nanoseconds of the last failure, 0 if none
 
-	budgetRefusals  atomic.Int64 // retries and hedges the budget refused
+	budgetRefusals  atomic.Int64 // retries the budget refused
+	hedgeRefusals   atomic.Int64 // hedges the hedge budget refused
 	breakerRefusals atomic.Int64 // attempts not sent because the breaker was open
 }
 

@@ -316,9 +316,12 @@ type limiterStats struct {
 	Rejected uint64  // attempts refused since the limiter was created
 }
 
-func (l *limiter) snapshot() limiterStats {
+// snapshot reports the limiter at now: an idle limiter whose last cut is
+// older than Forget reports Max, as the next attempt will find it.
+func (l *limiter) snapshot(now time.Time) limiterStats {
 	if l == nil {
 		return limiterStats{}
 	}
+	l.refresh(now)
 	return limiterStats{Limit: l.current(), InFlight: l.inflight.Load(), Waiting: l.waiting.Load(), Rejected: l.rejected.Load()}
 }

@@ -34,7 +34,7 @@ func TestLimiterStartsAtMax(t *testing.T) {
 	if !l.tryAcquire(t0) {
 		t.Error("tryAcquire refused a free slot")
 	}
-	if s := l.snapshot(); s.Limit != 5 || s.InFlight != 5 || s.Rejected != 2 {
+	if s := l.snapshot(time.Now()); s.Limit != 5 || s.InFlight != 5 || s.Rejected != 2 {
 		t.Errorf("snapshot %+v", s)
 	}
 }
@@ -183,7 +183,7 @@ func TestLimiterQueue(t *testing.T) {
 			})
 			synctest.Wait() // queued in this order
 		}
-		if s := l.snapshot(); s.Waiting != 2 {
+		if s := l.snapshot(time.Now()); s.Waiting != 2 {
 			t.Fatalf("waiting %d, want 2", s.Waiting)
 		}
 		if err := l.acquire(context.Background(), time.Now()); !errors.Is(err, ErrConcurrencyLimit) {
@@ -219,7 +219,7 @@ func TestLimiterQueue(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 3*time.Second {
 			t.Errorf("after %v: %v, want the deadline after 3s", time.Since(start), err)
 		}
-		if s := l.snapshot(); s.Waiting != 0 || s.InFlight != 1 {
+		if s := l.snapshot(time.Now()); s.Waiting != 0 || s.InFlight != 1 {
 			t.Errorf("after the wait ended: %+v", s)
 		}
 		l.release(time.Now(), time.Now(), signalNone, 0)
@@ -259,7 +259,7 @@ func TestLimiterNil(t *testing.T) {
 		t.Error("a nil limiter must admit everything and be at rest")
 	}
 	l.release(t0, t0, signalOverloaded, 0)
-	if l.snapshot() != (limiterStats{}) {
+	if l.snapshot(time.Now()) != (limiterStats{}) {
 		t.Error("nil snapshot")
 	}
 }
@@ -292,7 +292,7 @@ func TestLimiterConcurrent(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if s := l.snapshot(); s.InFlight != 0 || s.Waiting != 0 {
+		if s := l.snapshot(time.Now()); s.InFlight != 0 || s.Waiting != 0 {
 			t.Errorf("left over: %+v", s)
 		}
 		if p := peak.Load(); p > 8 {

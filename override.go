@@ -56,7 +56,8 @@ func (p *policy) override(fs overrides) (*policy, error) {
 	for _, f := range fs {
 		f(&edited)
 	}
-	if field := edited.changedPerHost(&base); field != "" {
+	resolved := edited.resolved() // a per-host field set to zero means its default, as at the host
+	if field := resolved.changedPerHost(&base); field != "" {
 		return nil, invalidf("WithPolicy."+field, "is per host and cannot be changed per request")
 	}
 	errs := edited.check("WithPolicy")

@@ -144,3 +144,14 @@ func TestWithPolicyInvalidEdit(t *testing.T) {
 	assert.ErrorContains(t, err, "WithPolicy.MaxRetryAfter: -1s is negative")
 	assert.Empty(t, up.Requests())
 }
+
+// TestWithPolicyZeroPerHostFieldMeansItsDefault: setting NewBudget to nil
+// in an edit means the default budget, as it does at the host: no change,
+// so no error.
+func TestWithPolicyZeroPerHostFieldMeansItsDefault(t *testing.T) {
+	t.Parallel()
+	up := httpretrytest.NewScript(httpretrytest.Status(200))
+	tr := &httpretry.Transport{Base: up}
+	_, err := roundTrip(t, tr, httpretry.WithPolicy(context.Background(), func(p *httpretry.Policy) { p.NewBudget = nil }), site)
+	assert.NoError(t, err)
+}

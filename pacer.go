@@ -94,10 +94,16 @@ func (p *pacer) observe(now time.Time, resp *http.Response, h *HintPolicy) {
 	if p == nil {
 		return
 	}
-	if d, left, ok := announced(now, resp, h); ok {
+	if d, left, ok := announced(now, resp, h); ok && d <= maxPaceReset {
 		p.update(now, now.Add(d).UnixNano(), left)
 	}
 }
+
+// maxPaceReset is the furthest reset an announcement is believed for. A
+// quota that resets later (a hostile or broken header: the RateLimit field
+// allows 2^32 seconds) would refuse the host for good, since nothing sent
+// means nothing new announced; daily quotas fit.
+const maxPaceReset = 24 * time.Hour
 
 // announced reads the rate limit resp announces: how long until it resets
 // and how many requests are left until then.

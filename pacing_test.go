@@ -166,3 +166,25 @@ func TestPacingByRetryAfterAndRateLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestPacingIgnoresAnAbsurdReset: a single answer announcing a reset more
+// than a day away (a hostile or broken RateLimit field) is not believed:
+// it would otherwise refuse every request to the host for as long as the
+// process lives, since no new announcement could arrive.
+func TestPacingIgnoresAnAbsurdReset(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := httpretrytest.NewScript(
+			httpretrytest.Status(200).Header("RateLimit", `"q";r=0;t=4294967296`),
+			httpretrytest.Status(200))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
+			Overload: httpretry.OverloadPolicy{Pace: true, PaceFailFast: true},
+		}}
+		for range 3 {
+			resp, err := tr.RoundTrip(get(t, t.Context()))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Len(t, up.Requests(), 3, "no request refused")
+	})
+}

@@ -98,3 +98,21 @@ func TestPrepareRetryRefuses(t *testing.T) {
 		assert.Equal(t, 500, bucket.Tokens())
 	})
 }
+
+// TestPrepareRetrySeesTheHost: prev.Host is set for PrepareRetry even when
+// nothing else observes attempts.
+func TestPrepareRetrySeesTheHost(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var host string
+		tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200)),
+			Policy: httpretry.Policy{Backoff: backoff.Constant(0), PrepareRetry: func(prev httpretry.Attempt, _ *http.Request) error {
+				host = prev.Host
+				return nil
+			}}}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, "api.example.com:443", host)
+	})
+}

@@ -15,8 +15,9 @@ type RatioConfig struct {
 	// resolution of one tenth of it; 0 means 10 s.
 	Window time.Duration
 	// MinPerSecond is a floor of retries per second always allowed, so that
-	// a host with little traffic can still retry; 0 means 1. A negative
-	// value means no floor.
+	// a host with little traffic can still retry, counted over the window
+	// (1 per second over 10 s allows 10 at once from a quiet start); 0 means
+	// 1. A negative value means no floor.
 	MinPerSecond float64
 }
 
@@ -31,7 +32,8 @@ type RatioConfig struct {
 // The methods of the Budget interface read the clock; their At forms take
 // the time instead, for simulations on a virtual clock, as
 // golang.org/x/time/rate's AllowN does. Any time.Time is accepted, before
-// 1970 included.
+// 1970 included. Create one with NewRatioBudget: the zero value has no
+// ratio and no floor, and refuses every retry.
 type RatioBudget struct {
 	ratio, floor float64
 	w            window // counters: ratioRequests, ratioRetries

@@ -13,7 +13,7 @@ type HostStats struct {
 	HasBudget       bool    // the host has a retry budget
 	BudgetAvailable float64 // what the budget holds now, in its own units (tokens, retries), if it reports a level
 	BudgetCapacity  float64 // what it holds when full; 0 if it does not report a level
-	BudgetRefusals  int64   // retries and hedges it refused since the host got state
+	BudgetRefusals  int64   // retries it refused since the host got state (hedges have a budget of their own)
 
 	HasBreaker          bool         // the host has a circuit breaker
 	BreakerState        BreakerState // BreakerClosed without a breaker
@@ -24,6 +24,7 @@ type HostStats struct {
 
 	HasHedgeBudget bool    // the host has a hedge budget: it was sent a hedge, or a request with adaptive hedging
 	HedgeTokens    float64 // hedges the hedge budget would allow now, up to its burst of 4; 0 without one
+	HedgeRefusals  int64   // hedges the hedge budget refused since the host got state
 
 	// The adaptive hedge delay's view of the host, from the first attempts
 	// of its recent requests with adaptive hedging (see HedgePolicy); all
@@ -95,7 +96,7 @@ func (s *hostState) snapshot(now time.Time) HostStats {
 		}
 	}
 	if h := s.hedges.Load(); h != nil {
-		st.HasHedgeBudget, st.HedgeTokens = true, h.tokens()
+		st.HasHedgeBudget, st.HedgeTokens, st.HedgeRefusals = true, h.tokens(), s.hedgeRefusals.Load()
 	}
 	if l := s.latency.Load(); l != nil {
 		ls := l.snapshot(now)
@@ -118,7 +119,7 @@ func (s *hostState) overloadSnapshot(st *HostStats, now time.Time) {
 		st.HasThrottle, st.ThrottleProbability, st.ThrottleRefusals = true, th.RejectProbability, int64(th.Rejected)
 	}
 	if s.limiter != nil {
-		l := s.limiter.snapshot()
+		l := s.limiter.snapshot(time.Now())
 		st.HasLimit, st.Limit, st.InFlight, st.Waiting = true, int(l.Limit), int(l.InFlight), int(l.Waiting)
 		st.LimitRefusals = int64(l.Rejected)
 	}

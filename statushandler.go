@@ -223,13 +223,41 @@ type (
 		Hosts       []statusHost `json:"hosts"`
 	}
 	statusHost struct {
-		Host        string         `json:"host"`
-		Breaker     *statusBreaker `json:"breaker,omitempty"`
-		Budget      *statusBudget  `json:"budget,omitempty"`
-		Attempts    int64          `json:"attempts"`
-		Retries     int64          `json:"retries"`
-		LastFailure *statusFailure `json:"last_failure,omitempty"`
-		LastUsed    time.Time      `json:"last_used"`
+		Host        string          `json:"host"`
+		Breaker     *statusBreaker  `json:"breaker,omitempty"`
+		Budget      *statusBudget   `json:"budget,omitempty"`
+		Attempts    int64           `json:"attempts"`
+		Retries     int64           `json:"retries"`
+		Hedging     *statusHedging  `json:"hedging,omitempty"`
+		Throttle    *statusThrottle `json:"throttle,omitempty"`
+		Limit       *statusLimit    `json:"concurrency_limit,omitempty"`
+		Pacing      *statusPacing   `json:"pacing,omitempty"`
+		LastFailure *statusFailure  `json:"last_failure,omitempty"`
+		LastUsed    time.Time       `json:"last_used"`
+	}
+	statusHedging struct {
+		Tokens   float64 `json:"tokens"`
+		Refusals int64   `json:"refusals"`
+		Samples  int     `json:"samples"`
+		P50      string  `json:"p50,omitempty"`
+		P95      string  `json:"p95,omitempty"`
+		P99      string  `json:"p99,omitempty"`
+		Delay    string  `json:"delay,omitempty"`
+	}
+	statusThrottle struct {
+		Probability float64 `json:"probability"`
+		Refusals    int64   `json:"refusals"`
+	}
+	statusLimit struct {
+		Limit    int   `json:"limit"`
+		InFlight int   `json:"in_flight"`
+		Waiting  int   `json:"waiting"`
+		Refusals int64 `json:"refusals"`
+	}
+	statusPacing struct {
+		Until     *time.Time `json:"until,omitempty"`
+		Remaining *int64     `json:"remaining,omitempty"`
+		Refusals  int64      `json:"refusals"`
 	}
 	statusBreaker struct {
 		State               string `json:"state"`
@@ -263,6 +291,28 @@ func statusJSON(stats []HostStats, now time.Time) statusDoc {
 			if s.BudgetCapacity > 0 {
 				available, capacity, level := s.BudgetAvailable, s.BudgetCapacity, budgetLevel(s)
 				h.Budget.Available, h.Budget.Capacity, h.Budget.Level = &available, &capacity, &level
+			}
+		}
+		if s.HasHedgeBudget {
+			h.Hedging = &statusHedging{Tokens: s.HedgeTokens, Refusals: s.HedgeRefusals, Samples: s.LatencySamples}
+			if s.LatencySamples > 0 {
+				h.Hedging.P50, h.Hedging.P95, h.Hedging.P99 = s.LatencyP50.String(), s.LatencyP95.String(), s.LatencyP99.String()
+			}
+			if s.HedgeDelay > 0 {
+				h.Hedging.Delay = s.HedgeDelay.String()
+			}
+		}
+		if s.HasThrottle {
+			h.Throttle = &statusThrottle{Probability: s.ThrottleProbability, Refusals: s.ThrottleRefusals}
+		}
+		if s.HasLimit {
+			h.Limit = &statusLimit{Limit: s.Limit, InFlight: s.InFlight, Waiting: s.Waiting, Refusals: s.LimitRefusals}
+		}
+		if s.HasPacing {
+			h.Pacing = &statusPacing{Refusals: s.PaceRefusals}
+			if !s.PacedUntil.IsZero() {
+				until, left := s.PacedUntil.UTC(), s.PaceRemaining
+				h.Pacing.Until, h.Pacing.Remaining = &until, &left
 			}
 		}
 		if !s.LastFailureAt.IsZero() {
@@ -331,9 +381,11 @@ generated {{.Generated}} · <a href="?format=json">JSON</a></p>
 {{else}}<tr><td colspan="8" class="none">No host has state: every request so far succeeded, or what failed has recovered.</td></tr>
 {{end}}</tbody>
 </table>
-<p class="note">A host gets state at its first failure; hosts that have only succeeded are not listed, and state back
-at rest (a full budget, a closed breaker without failures) is dropped after a minute. Counts run from when the host
-got state. Refused: retries and hedges the budget refused, attempts the open breaker refused.</p>
+<p class="note">A host gets state at its first failure, or at its first request when it hedges or has an overload
+control; other hosts that have only succeeded are not listed, and state back at rest (a full budget, a closed breaker
+without failures, controls with nothing to say) is dropped after a minute. Counts run from when the host got state.
+Refused: retries the retry budget refused, attempts the open breaker refused. Hedging and overload figures are in the
+JSON form (?format=json) and Transport.Stats.</p>
 </body>
 </html>
 `))

@@ -18,9 +18,12 @@ import (
 // Transport is an http.RoundTripper that retries transient failures.
 //
 // The zero value is usable: it retries with the default Policy over a pooled
-// transport of its own. A Transport is safe for concurrent use; do not modify
-// its fields after first use. Most callers want one Transport per process,
-// set as the Transport of an http.Client, and a call to Validate at start-up.
+// transport of its own. A Transport is safe for concurrent use. Its fields
+// are read once, at its first use (RoundTrip, Validate, Stats or
+// CloseIdleConnections): set them all before, and do not change them
+// after. Most callers want one Transport per process, set as the Transport
+// of an http.Client, and a call to Validate at start-up, after the fields
+// are set.
 type Transport struct {
 	// Base sends each attempt. Nil means a pooled transport from
 	// go-cleanhttp, created once for this Transport. Layers that must run
@@ -116,7 +119,8 @@ func (t *Transport) CloseIdleConnections() {
 // RoundTrip sends req and retries transient failures as its Policy allows.
 // It returns the last response, untouched, when one was received, even if
 // it is a failure such as a 503 after the last attempt; otherwise a
-// *RetryError. It never modifies req and always closes req.Body.
+// *RetryError (see RetryError for the one exception). It never modifies
+// req and always closes req.Body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
 	c := &callState{t: t, req: req, timed: t.OnAttempt != nil || t.OnCall != nil || t.Logger != nil}
@@ -137,23 +141,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // callState is one RoundTrip in progress.
 type callState struct {
-	t     *Transport
-	req   *http.Request
-	p     *policy
-	h     hostPort
-	host  string     // h as "host:port", when observers need it
-	state *hostState // nil until the host needs state
-	body  body
-	key   string
-	timed bool // observers want durations
-	began time.Time
-	delay time.Duration     // the hedge delay; 0: no hedging
-	learn *latencyEstimator // the host's latency, fed by the first attempt; nil when the call does not learn
+	t        *Transport
+	req      *http.Request
+	p        *policy
+	h        hostPort
+	host     string     // h as "host:port", when observers need it
+	state    *hostState // nil until the host needs state
+	body     body
+	key      string
+	timed    bool // observers want durations
+	deadline bool // the caller's context has a deadline: attempts are timed to fit the next one before it
+	began    time.Time
+	delay    time.Duration     // the hedge delay; 0: no hedging
+	learn    *latencyEstimator // the host's latency, fed by the first attempt; nil when the call does not learn
 
 	sent, hedges int
 	lastStatus   int
 	lastErr      error          // the last attempt's error
 	last         Attempt        // the last attempt, for PrepareRetry
+	edited       *http.Request  // the request PrepareRetry last edited, for its round's hedges
 	held         *http.Response // the last response, drained into memory, while its retry is not yet sent
 	prevDelay    time.Duration  // the previous backoff delay, for decorrelated jitter
 	reserved     bool           // a retry's cost is taken from the budget and not yet spent
@@ -183,6 +189,7 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		closeBody(req.Body)
 		return c.fail((&RetryError{Reason: StopContext, Err: context.Cause(ctx)}).contextEnded(ctx))
 	}
+	_, c.deadline = ctx.Deadline()
 	c.p = c.t.hosts.lookup(c.h, req.URL.Path)
 	if fs := overridesFrom(ctx); fs != nil {
 		p, err := c.p.override(fs)
@@ -191,6 +198,9 @@ func (c *callState) roundTrip() (*http.Response, error) {
 			return c.fail(&RetryError{Reason: StopInvalid, Err: err})
 		}
 		c.p = p
+	}
+	if c.host == "" && c.p.prepareRetry != nil {
+		c.host = c.h.String() // PrepareRetry sees Attempt.Host
 	}
 	b, err := prepareBody(ctx, req, c.p.maxReplay)
 	if err != nil {
@@ -263,10 +273,10 @@ func (c *callState) run(ctx context.Context) (*http.Response, error) {
 		if a.Retry && a.Response != nil {
 			// Drain the response now, so its connection is reused during the
 			// wait, and keep it in memory in case the retry is not sent.
-			c.held = drain(a.Response)
+			c.held = drain(ctx, a.Response)
 			a.drained = true
 			a.end()
-			if !backoff.Fits(ctx, a.Delay) {
+			if !fits(ctx, a.Delay, a) {
 				c.unreserve()
 				closeBody(rc)
 				a.Retry, a.Delay, a.DelaySource, a.Stop = false, 0, DelayNone, StopDeadline
@@ -277,7 +287,7 @@ func (c *callState) run(ctx context.Context) (*http.Response, error) {
 		if !a.Retry {
 			return c.finish(ctx, a)
 		}
-		discard(a.Response)
+		discard(ctx, a.Response)
 		a.end()
 		if werr := backoff.Wait(ctx, a.Delay); werr != nil {
 			c.unreserve()
@@ -389,7 +399,7 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 	if c.p.attemptTimeout > 0 || cancelable {
 		actx = a.withContext(ctx)
 	}
-	a.Request = c.attemptRequest(actx, n, rc)
+	a.Request = c.attemptRequest(actx, n, rc, cancelable, hedge)
 	if n > 1 && !hedge && c.p.prepareRetry != nil {
 		if err := c.p.prepareRetry(c.last, a.Request); err != nil {
 			closeBody(rc)
@@ -397,6 +407,7 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 			a.adm.done(time.Now(), signalNone, nil, nil)
 			return &refusal{StopRefused, err}
 		}
+		c.edited = a.Request // the hedges of this round carry its edits
 	}
 	if c.state != nil && c.state.breaker != nil {
 		done, err := c.state.breaker.admit()
@@ -410,7 +421,7 @@ func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, c
 		a.breakDone = done
 	}
 	a.startTimer(c.p.attemptTimeout)
-	if timed := c.timed || (n == 1 && c.learn != nil); timed || a.adm.limited {
+	if timed := c.timed || c.deadline || (n == 1 && c.learn != nil); timed || a.adm.limited {
 		now := time.Now()
 		if timed {
 			a.start = now
@@ -527,7 +538,7 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 			d, source = w, src
 		}
 	}
-	if !backoff.Fits(ctx, d) {
+	if !fits(ctx, d, a) {
 		a.Stop = StopDeadline
 		return
 	}
@@ -536,6 +547,13 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 		return
 	}
 	a.Retry, a.Delay, a.DelaySource = true, d, source
+}
+
+// fits reports whether a wait of d, and then another attempt as long as a
+// took, end before ctx's deadline: a retry that cannot finish in time would
+// only trade the response in hand for a deadline error.
+func fits(ctx context.Context, d time.Duration, a *attempt) bool {
+	return backoff.Fits(ctx, d+a.Duration)
 }
 
 // reserve takes the cost of the next retry from the budget, if the host
@@ -560,12 +578,19 @@ func (c *callState) unreserve() {
 	}
 }
 
-// attemptRequest returns the request for attempt n with body rc.
-func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser) *http.Request {
+// attemptRequest returns the request for attempt n with body rc: a clone
+// of the caller's request when anything changes its header or several
+// attempts are in flight at once (a hedged round), else a shallow copy. A
+// hedge is made from the request PrepareRetry edited for its round.
+func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser, concurrent, hedge bool) *http.Request {
 	ctx = &attemptContext{Context: ctx, n: n}
+	src := c.req
+	if hedge && c.edited != nil {
+		src = c.edited
+	}
 	var areq *http.Request
-	if c.key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) {
-		areq = c.req.Clone(ctx)
+	if c.key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent {
+		areq = src.Clone(ctx)
 		if c.key != "" {
 			areq.Header[c.p.keyHeader] = []string{c.key}
 		}
@@ -573,7 +598,7 @@ func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser)
 			areq.Header[c.p.attemptHeader] = []string{strconv.Itoa(n)}
 		}
 	} else {
-		areq = c.req.WithContext(ctx)
+		areq = src.WithContext(ctx)
 	}
 	areq.Body = rc
 	areq.GetBody = c.body.getBody

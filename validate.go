@@ -11,10 +11,11 @@ import (
 // Validate reports every invalid Hosts key and Policy value of the
 // Transport at once, each error naming its field path (for example
 // Transport.Hosts["api.example.com"].MaxAttempts) and wrapping
-// ErrInvalidPolicy. Call it at start-up to fail fast: RoundTrip fails every
-// request with the same errors until the configuration is fixed. A nil
-// error means every request can be sent. Validate reads the configuration
-// once; like RoundTrip, it must not race with changes to the fields.
+// ErrInvalidPolicy. Call it at start-up, once every field is set, to fail
+// fast: RoundTrip fails every request with the same errors until the
+// configuration is fixed. A nil error means every request can be sent.
+// Validate is a first use: the Transport reads its fields then, once, and
+// changes made after it are not seen.
 func (t *Transport) Validate() error {
 	t.init()
 	return t.hosts.err

@@ -38,8 +38,9 @@ func newWindow(d time.Duration) window {
 // epoch returns the slot-length interval that now falls in, rounding
 // towards minus infinity, and how far into it now is, in [0, 1).
 func (w *window) epoch(now time.Time) (int64, float64) {
+	slot := max(w.slot, 1) // the zero window, as in a zero RatioBudget: the smallest
 	ns := now.UnixNano()
-	return floorDiv(ns, w.slot), float64(mod(ns, w.slot)) / float64(w.slot)
+	return floorDiv(ns, slot), float64(mod(ns, slot)) / float64(slot)
 }
 
 // add adds d to counter i at time now.

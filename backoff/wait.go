@@ -41,8 +41,8 @@ func Wait(ctx context.Context, d time.Duration) error {
 }
 
 // Fits reports whether a wait of d started now would end before ctx's
-// deadline, leaving time for the work that follows it. It is true when ctx
-// has no deadline.
+// deadline. It is true when ctx has no deadline. To leave time for the work
+// that follows the wait, add that work's expected duration to d.
 func Fits(ctx context.Context, d time.Duration) bool {
 	dl, ok := ctx.Deadline()
 	return !ok || time.Until(dl) > d
