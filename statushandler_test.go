@@ -264,3 +264,48 @@ func ExampleStatusHandler() {
 	// Output:
 	// 200 application/json
 }
+
+// TestStatusPageJSONHasHedgingAndOverload: the JSON form carries the
+// hedging and overload state Stats reports, for the hosts that have them.
+func TestStatusPageJSONHasHedgingAndOverload(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := httpretrytest.NewScript(httpretrytest.Status(200))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
+			Hedge:    httpretry.HedgePolicy{Adaptive: true},
+			Overload: httpretry.OverloadPolicy{Throttle: true, Limit: true, LimitMax: 7, Pace: true},
+		}}
+		for range 3 {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://api.example.com/", nil)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		var doc struct {
+			Hosts []struct {
+				Hedging *struct {
+					Tokens  float64 `json:"tokens"`
+					Samples int     `json:"samples"`
+				} `json:"hedging"`
+				Throttle *struct {
+					Probability float64 `json:"probability"`
+				} `json:"throttle"`
+				Limit *struct {
+					Limit int `json:"limit"`
+				} `json:"concurrency_limit"`
+				Pacing *struct {
+					Refusals int `json:"refusals"`
+				} `json:"pacing"`
+			} `json:"hosts"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(pageBody(t, fetchPage(t, httpretry.StatusHandler(tr), "/?format=json"))), &doc))
+		require.Len(t, doc.Hosts, 1)
+		h := doc.Hosts[0]
+		require.NotNil(t, h.Hedging)
+		assert.Equal(t, 3, h.Hedging.Samples)
+		require.NotNil(t, h.Throttle)
+		require.NotNil(t, h.Limit)
+		assert.Equal(t, 7, h.Limit.Limit)
+		require.NotNil(t, h.Pacing)
+	})
+}
