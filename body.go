@@ -131,9 +131,10 @@ const (
 // at most drainTimeout, and closes it exactly once. When the whole body
 // arrived, it returns a copy of resp holding the body in memory, which can
 // still be returned to the caller if the retry that called for the drain
-// is not sent; otherwise nil. A body that trickles is closed from a timer,
-// or when ctx ends, which unblocks the read: net/http's HTTP/1 and HTTP/2
-// bodies allow Close during Read.
+// is not sent; otherwise nil, as for the body of a 101 Switching Protocols
+// response, which is a connection. A body that trickles is closed from a
+// timer, or when ctx ends, which unblocks the read: net/http's HTTP/1 and
+// HTTP/2 bodies allow Close during Read.
 func drain(ctx context.Context, resp *http.Response) *http.Response {
 	held := *resp
 	rc := resp.Body
@@ -151,6 +152,10 @@ func drain(ctx context.Context, resp *http.Response) *http.Response {
 	var buf bytes.Buffer
 	_, err := buf.ReadFrom(io.LimitReader(rc, drainLimit))
 	complete := err == nil && buf.Len() < drainLimit // a body of exactly 64 KiB may have more
+	if _, ok := rc.(io.Writer); ok {
+		// A switched protocol's connection (101): no copy stands for it.
+		complete = false
+	}
 	if !timer.Stop() || !stopCtx() {
 		complete = false // cut short
 	}

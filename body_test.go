@@ -335,3 +335,47 @@ func TestDrainEndsWithTheContext(t *testing.T) {
 		assert.EqualValues(t, 1, body.closes.Load())
 	})
 }
+
+// rwBody is the body of a 101 Switching Protocols response: the upgraded
+// connection, readable and writable.
+type rwBody struct {
+	io.Reader
+	closes atomic.Int32
+}
+
+func (b *rwBody) Write(p []byte) (int, error) { return len(p), nil }
+func (b *rwBody) Close() error                { b.closes.Add(1); return nil }
+
+// TestSwitchedProtocolIsNeverKeptInMemory: a 101 that a classifier makes
+// worth retrying is drained like any discarded response, but if the retry
+// is then called off, no in-memory copy stands in for it: its body was the
+// upgraded connection, now gone. The caller gets the error, never a 101
+// whose body cannot be written to.
+func TestSwitchedProtocolIsNeverKeptInMemory(t *testing.T) {
+	t.Parallel()
+	body := &rwBody{Reader: strings.NewReader("hello")}
+	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusSwitchingProtocols, Body: body, Request: req}, nil
+	})
+	tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+		Backoff: backoff.Constant(0),
+		Classify: func(_ *http.Request, resp *http.Response, _ error) httpretry.Class {
+			if resp != nil && resp.StatusCode == http.StatusSwitchingProtocols {
+				return httpretry.ClassTransient
+			}
+			return httpretry.ClassDefault
+		},
+		PrepareRetry: func(httpretry.Attempt, *http.Request) error { return errBoom },
+	}}
+	resp, err := tr.RoundTrip(get(t, t.Context()))
+	if resp != nil {
+		_, writable := resp.Body.(io.Writer)
+		resp.Body.Close()
+		t.Fatalf("a 101 was returned after its body was drained (writable: %v)", writable)
+	}
+	var re *httpretry.RetryError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, httpretry.StopRefused, re.Reason)
+	assert.Equal(t, http.StatusSwitchingProtocols, re.LastStatus)
+	assert.EqualValues(t, 1, body.closes.Load())
+}

@@ -27,10 +27,10 @@ type call struct {
 	body        string // sent without GetBody, so it is replayable only if buffered
 }
 
-// scenario is a policy written in code, the same policy written as JSON
+// configScenario is a policy written in code, the same policy written as JSON
 // (empty: the JSON is made from the code with ConfigOf), the upstream's
 // script, and the calls made.
-type scenario struct {
+type configScenario struct {
 	name   string
 	policy httpretry.Policy
 	hosts  map[string]httpretry.Policy
@@ -45,7 +45,7 @@ type scenario struct {
 // transcript runs the calls through t over a fresh script, inside a
 // synctest bubble, and describes everything that happened, one line per
 // attempt, per request the upstream saw, and per call.
-func transcript(t *testing.T, tr *httpretry.Transport, sc scenario) []string {
+func transcript(t *testing.T, tr *httpretry.Transport, sc configScenario) []string {
 	var lines []string
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -103,9 +103,9 @@ func always(o httpretrytest.Outcome) func() *httpretrytest.Script {
 	return func() *httpretrytest.Script { return httpretrytest.NewScript(o) }
 }
 
-func scenarios() []scenario {
+func configScenarios() []configScenario {
 	noJitter := backoff.Exponential{Base: 100 * time.Millisecond, Factor: 3, Cap: time.Second, Jitter: backoff.NoJitter}
-	return []scenario{{
+	return []configScenario{{
 		name:   "attempts, backoff and the attempt header",
 		policy: httpretry.Policy{MaxAttempts: 3, Backoff: noJitter, AttemptHeader: "X-Attempt"},
 		script: func() *httpretrytest.Script {
@@ -255,7 +255,7 @@ func scenarios() []scenario {
 // with the policy written in code and through one built from its config
 // after a trip through JSON, and compares what happened.
 func TestConfigBehavesAsPolicy(t *testing.T) {
-	for _, sc := range scenarios() {
+	for _, sc := range configScenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			data := []byte(sc.json)
 			if sc.json == "" {

@@ -56,6 +56,29 @@ func TestUncomparableCancelCause(t *testing.T) {
 	})
 }
 
+// TestRefusedRetryAfterTheContextEnded: a retry refused (here by
+// PrepareRetry; an open breaker refuses the same way) once the caller's
+// context has ended yields an error that errors.Is reports as the
+// context's end, as every other RetryError does.
+func TestRefusedRetryAfterTheContextEnded(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Fail(syscall.ECONNRESET)), Policy: httpretry.Policy{
+		Backoff: backoff.Constant(0),
+		PrepareRetry: func(httpretry.Attempt, *http.Request) error {
+			cancel() // the caller gives up while the retry is prepared
+			return errBoom
+		},
+	}}
+	_, err := tr.RoundTrip(get(t, ctx))
+	var re *httpretry.RetryError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, httpretry.StopRefused, re.Reason)
+	assert.ErrorIs(t, err, errBoom)
+	assert.ErrorIs(t, err, context.Canceled, "the caller's context ended before RoundTrip returned")
+}
+
 // TestRetryErrorTimeout: code that branches on timeouts behaves as it would
 // without the Transport: url.Error.Timeout and os.IsTimeout hold when the
 // caller's deadline passed or every attempt timed out.

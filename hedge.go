@@ -166,6 +166,9 @@ func (c *callState) censor(a *attempt) {
 	}
 }
 
+// maxBufferedResults bounds the buffer of a round's results.
+const maxBufferedResults = 8
+
 // result is what Base returned for a hedged attempt.
 type result struct {
 	a     *attempt
@@ -181,8 +184,12 @@ type result struct {
 // attempts are reaped in the background, where their bodies are closed;
 // they end as soon as Base honours the cancellation.
 func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt, error) {
-	limit := min(c.sent+1+c.p.maxHedges, c.p.maxAttempts)
-	results := make(chan result, limit-c.sent)
+	// The round sends at most limit attempts in all; written so that a
+	// huge MaxHedges cannot overflow (hedging implies sent < maxAttempts-1).
+	limit := c.sent + 1 + min(c.p.maxHedges, c.p.maxAttempts-c.sent-1)
+	// Every attempt launched is received, here or by reap, so the buffer
+	// only spares senders a wait: it is bounded, not sized by MaxAttempts.
+	results := make(chan result, min(limit-c.sent, maxBufferedResults))
 	var inflight []*attempt // launched, not yet answered
 	base := c.t.base
 	launch := func(a *attempt) {
@@ -214,9 +221,12 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 				return a, nil
 			}
 			// Others are still out: this failure is reported and discarded,
-			// and the round goes on.
+			// and the round goes on. Its body is closed, not drained: a
+			// drain would hold back the answers of the others.
 			c.observe(ctx, &a.Attempt)
-			discard(ctx, a.Response)
+			if a.Response != nil {
+				closeBody(a.Response.Body)
+			}
 			a.end()
 		case <-timer.C:
 			if c.sent >= limit || ctx.Err() != nil {
@@ -264,7 +274,7 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 // adaptive hedging learns in.
 func (c *callState) ensureState() {
 	if c.state == nil && c.p.stateful() {
-		c.state = c.t.states.create(c.h, c.p, time.Now())
+		c.state = c.newState()
 		if c.state.budget != nil {
 			c.state.budget.Begin()
 		}

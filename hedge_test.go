@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -207,6 +208,84 @@ func TestHugeMaxHedges(t *testing.T) {
 		resp.Body.Close()
 		synctest.Wait()
 		assert.Len(t, base.Requests(), 4, "the first attempt and MaxAttempts − 1 hedges")
+	})
+}
+
+// TestHedgingWithHugeMaxAttempts: a round of hedges allocates for the
+// attempts it sends, not for MaxAttempts. With MaxAttempts 2^20 and
+// MaxHedges unbounded, a round used to make a channel of 2^20 results
+// (40 MiB; 2^30 attempts ran out of memory and killed the process).
+func TestHedgingWithHugeMaxAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(1500 * time.Millisecond).RespondOnCancel())
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			MaxAttempts: 1 << 20,
+			NewBudget:   httpretry.NoBudget,
+			Hedge:       httpretry.HedgePolicy{Delay: time.Second, MaxHedges: math.MaxInt},
+		}}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		assert.Len(t, base.Requests(), 2, "the first attempt and one hedge")
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated by one hedged call")
+	})
+}
+
+// TestHedgingWithMaxIntAttempts: MaxAttempts and MaxHedges of math.MaxInt
+// neither panic nor overflow: the second round hedges like the first.
+func TestHedgingWithMaxIntAttempts(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// Round 1: attempt 1 answers 503 at 0.5 s, before any hedge. Round
+		// 2: attempt 2 is slow, so a hedge (attempt 3) goes out and wins.
+		base := httpretrytest.NewScript(
+			httpretrytest.Status(503).After(500*time.Millisecond),
+			httpretrytest.Status(200).After(10*time.Second).RespondOnCancel(),
+			httpretrytest.Status(201).After(100*time.Millisecond))
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			MaxAttempts: math.MaxInt,
+			Backoff:     backoff.Constant(0),
+			NewBudget:   httpretry.NoBudget,
+			Hedge:       httpretry.HedgePolicy{Delay: time.Second, MaxHedges: math.MaxInt},
+		}}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, 201, resp.StatusCode, "the hedge of the second round answered")
+		resp.Body.Close()
+		synctest.Wait()
+		assert.Len(t, base.Requests(), 3)
+	})
+}
+
+// TestRoundIsNotHeldUpByAFailure: when an attempt of a hedged round fails
+// while another is still out, its body is closed, not drained: a drain
+// (up to 250 ms on a trickling body) would hold back the other attempts'
+// answers, which is what hedging is for.
+func TestRoundIsNotHeldUpByAFailure(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := httpretrytest.NewScript(
+			// A 503 at 1.5 s whose body trickles a byte every 50 ms.
+			httpretrytest.Status(503).After(1500*time.Millisecond).Filler(1<<30).Slow(1, 50*time.Millisecond),
+			// The hedge, sent at 1 s, answers at 1.6 s.
+			httpretrytest.Status(200).After(600*time.Millisecond).Body("ok"))
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+			Hedge: httpretry.HedgePolicy{Delay: time.Second},
+		}}
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, 1600*time.Millisecond, time.Since(start), "the hedge's answer, as soon as it came")
+		resp.Body.Close()
+		synctest.Wait()
+		reqs := base.Requests()
+		require.Len(t, reqs, 2)
+		assert.EqualValues(t, 1, reqs[0].ResponseBody.Closes(), "the failed attempt's body closed once")
 	})
 }
 

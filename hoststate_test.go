@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -159,4 +161,46 @@ func heapInUse() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse)
+}
+
+// TestNewBudgetOncePerHost: calls whose first failures come at once still
+// get one state, and one budget, for their host: NewBudget is called once.
+// (It used to be called by each, and all budgets but one thrown away.)
+func TestNewBudgetOncePerHost(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	second := make(chan struct{})
+	var secondOnce sync.Once
+	newBudget := func(string) httpretry.Budget {
+		if calls.Add(1) == 1 {
+			// Give a second creation the time to overlap this one.
+			select {
+			case <-second:
+			case <-time.After(100 * time.Millisecond):
+			}
+		} else {
+			secondOnce.Do(func() { close(second) })
+		}
+		return httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
+	}
+	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		code := 200
+		if n, _ := httpretry.AttemptFromContext(req.Context()); n == 1 {
+			code = 503
+		}
+		return &http.Response{StatusCode: code, Body: http.NoBody}, nil
+	})
+	tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(0), NewBudget: newBudget}}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			resp, err := tr.RoundTrip(get(t, t.Context()))
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 1, calls.Load(), "NewBudget calls for one host")
+	require.Len(t, tr.Stats(), 1)
 }

@@ -79,10 +79,11 @@ type Transport struct {
 	// the RoundTrip goroutine and must not read or close the response body.
 	OnCall func(Call)
 
-	once   sync.Once
-	base   http.RoundTripper
-	hosts  *hostTable
-	states hostStates
+	once     sync.Once
+	base     http.RoundTripper
+	hosts    *hostTable
+	states   hostStates
+	creating sync.Mutex // held while a host's state is created
 }
 
 // Call describes one RoundTrip once it has ended, for Transport.OnCall.
@@ -465,8 +466,7 @@ func (c *callState) record(ctx context.Context, a *attempt) {
 	c.lastErr = a.Err
 	outcome := breakerOutcome(ctx, &a.Attempt)
 	if c.state == nil && outcome == errBreakerFailure && c.p.stateful() {
-		now := time.Now()
-		c.state = c.t.states.create(c.h, c.p, now)
+		c.state = c.newState()
 		if c.state.budget != nil {
 			c.state.budget.Begin()
 		}
@@ -495,6 +495,18 @@ func (c *callState) record(ctx context.Context, a *attempt) {
 			s.failed(a.Class, now)
 		}
 	}
+}
+
+// newState returns the host's state, creating it if it has none. Calls
+// create one at a time, so that calls whose first failures come at once
+// share one state and NewBudget is called once per host.
+func (c *callState) newState() *hostState {
+	if s := c.t.states.load(c.h); s != nil {
+		return s
+	}
+	c.t.creating.Lock()
+	defer c.t.creating.Unlock()
+	return c.t.states.create(c.h, c.p, time.Now())
 }
 
 // decide fills in whether and when to retry after attempt a.

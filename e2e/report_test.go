@@ -101,12 +101,32 @@ func writeReport(total time.Duration) error {
 		fmt.Fprintf(&b, "- %s\n", s)
 	}
 	b.WriteString(reportFooter)
+	b.WriteString(keptSection(path))
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// invariantsHeading starts the last section of the report, which the root
+// module's TestInvariants writes and this suite keeps as it is.
+const invariantsHeading = "## Randomized invariants"
+
+// keptSection returns the section of the file at path that TestInvariants
+// wrote, preceded by a blank line, or "" if there is none.
+func keptSection(path string) string {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	i := strings.Index(string(old), "\n"+invariantsHeading+"\n")
+	if i < 0 {
+		return ""
+	}
+	return "\n" + string(old[i+1:])
 }
 
 const reportHeader = `# Reliability: figures from the end-to-end suite
 
-This file is written by the e2e suite; do not edit it by hand. To produce it
+This file is written by the e2e suite, except its last section, which the
+root module's TestInvariants writes; do not edit it by hand. To produce it
 again, on any machine with Go and nginx:
 
 ` + "```sh" + `
@@ -169,4 +189,20 @@ func raceState() string {
 		return "on"
 	}
 	return "off"
+}
+
+// TestReportKeepsTheInvariantsSection: rewriting the report keeps the
+// section that TestInvariants wrote, and only that.
+func TestReportKeepsTheInvariantsSection(t *testing.T) {
+	path := t.TempDir() + "/reliability.md"
+	section := invariantsHeading + "\n\n- 10 scenarios, 0 violations\n"
+	if err := os.WriteFile(path, []byte("# Old\n\n## Soak\n\n- old figure\n\n"+section), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := keptSection(path); got != "\n"+section {
+		t.Fatalf("kept %q, want %q", got, "\n"+section)
+	}
+	if got := keptSection(t.TempDir() + "/missing.md"); got != "" {
+		t.Fatalf("kept %q from a missing file", got)
+	}
 }

@@ -1,0 +1,107 @@
+package httpretry_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// reportHeading starts the section of docs/reliability.md that
+// TestInvariants writes. It is the file's last section: the e2e suite,
+// which writes the rest of the file, keeps it as it is.
+const reportHeading = "## Randomized invariants"
+
+// writeReport replaces the section of the report at path (or appends it)
+// with the figures of a run of n scenarios from seed first that found no
+// violation.
+func writeReport(path string, n, first uint64, workers int, took time.Duration) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	doc := string(old)
+	if i := strings.Index(doc, "\n"+reportHeading+"\n"); i >= 0 {
+		doc = doc[:i+1]
+	} else {
+		doc = strings.TrimRight(doc, "\n") + "\n"
+	}
+	var b strings.Builder
+	b.WriteString(doc)
+	b.WriteString("\n" + reportHeading + "\n\n")
+	b.WriteString(reportIntro)
+	fmt.Fprintf(&b, "HTTPRETRY_SCENARIOS=%d HTTPRETRY_REPORT=docs/reliability.md go test -run '^TestInvariants$' -count=1 -timeout 0 -v .\n```\n\n", n)
+	fmt.Fprintf(&b, "Ran on %s, %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
+	fmt.Fprintf(&b, "- **%d scenarios, 0 violations** (seeds %d to %d), race detector %s, %d workers, in %s (%.0f scenarios/s).\n",
+		n, first, first+n-1, raceState(), workers, took.Round(time.Second), float64(n)/took.Seconds())
+	fmt.Fprintf(&b, "- Exercised: %s.\n", coverageString())
+	b.WriteString(reportBody)
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+const reportIntro = "This section is written by `TestInvariants` in the root module\n" +
+	"(invariants_test.go), after a run without violations; the e2e suite keeps it\n" +
+	"when it writes the rest of the file. To produce it again:\n\n```sh\n"
+
+const reportBody = `- Each scenario draws, from its seed, a Transport's policy (attempts from 1
+  to math.MaxInt, backoff, attempt timeout, idempotency keys, attempt header,
+  budget, breaker, hedging, hints, classifier, PrepareRetry, and where the
+  policy is set), one to three calls through it (method, body, caller's key,
+  deadline, cancellation before, during an attempt, during a wait or at a
+  random time, per-request edits) and what a scripted upstream answers each
+  attempt (statuses from 1xx to 5xx, hostile Retry-After, RateLimit and reset
+  values, typed and untyped errors, delays, bodies that trickle, break or
+  never end, answers that come after the attempt timed out). It plays in a
+  testing/synctest bubble of its own, then is checked against a model of the
+  documented behaviour: no panic; the caller's request untouched and each of
+  its bodies closed once; every response body closed once, or returned and
+  readable to its end; an unkeyed POST or PATCH never sent again after an
+  attempt the server may have processed; a response returned if and only if
+  one was in hand and not retried away; RoundTrip back by the caller's
+  deadline or cancellation, on the bubble's clock; attempts within
+  MaxAttempts, one OnAttempt each, one OnCall telling what was returned;
+  keys and attempt numbers on every attempt; server-set waits obeyed and
+  bounded; the breaker's and the budget's levels as the model computes them;
+  no goroutine left once the calls returned and their bodies were closed.
+- Any scenario replays alone, with a trace of its attempts:
+  ` + "`HTTPRETRY_SEED=<seed> go test -run '^TestInvariants$' -v .`" + `
+- CI plays seeds 1 to 100,000 without the race detector and 1 to 20,000 with
+  it on every run (.ci/run), and the fuzz targets FuzzInvariantsHeaders and
+  FuzzInvariantsResponseHead feed hostile header values and status lines
+  through the same checker.
+- Defects it found, each fixed with the regression test named: a hedged
+  round sized its buffer by MaxAttempts (40 GiB for 2^30; math.MaxInt
+  panicked) (TestHedgingWithHugeMaxAttempts, TestHedgingWithMaxIntAttempts);
+  a failure drained in the middle of a hedged round held back the other
+  attempts' answers by up to 250 ms (TestRoundIsNotHeldUpByAFailure); a
+  retry refused after the caller's context ended lost errors.Is(err,
+  context.Canceled) (TestRefusedRetryAfterTheContextEnded); a 101 to be
+  retried was returned as an in-memory copy when the retry was refused
+  (TestSwitchedProtocolIsNeverKeptInMemory); calls failing at once each
+  called NewBudget for one host (TestNewBudgetOncePerHost).
+`
+
+// machine describes the computer the run was on.
+func machine() string {
+	cpu := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	return fmt.Sprintf("%s/%s, %d cores (%s), %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpu, runtime.Version())
+}
+
+func raceState() string {
+	if raceEnabled {
+		return "on"
+	}
+	return "off"
+}
