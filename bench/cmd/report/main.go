@@ -71,6 +71,14 @@ func main() {
 	} else {
 		log.Printf("no benchmark results in %s: the overhead section is left out", *benchFile)
 	}
+	if *bench && !*overheadOnly {
+		log.Print("per-host memory: BenchmarkHostStateMemory in the root module")
+		hs, err := runHostStateMemory("..")
+		if err != nil {
+			log.Fatalf("per-host memory: %v", err)
+		}
+		r.hostState = hs
+	}
 	if s, _, err := parseSideBySide(*metricsFile, "BenchmarkMetricsOverhead"); err == nil && len(s) > 0 {
 		r.metrics = s
 	} else {

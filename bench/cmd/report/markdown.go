@@ -19,7 +19,8 @@ type report struct {
 	bench     benchSamples
 	benchMeta map[string]string
 	benchstat string
-	metrics   benchSamples // BenchmarkMetricsOverhead's rounds; nil without them
+	metrics   benchSamples       // BenchmarkMetricsOverhead's rounds; nil without them
+	hostState map[string]float64 // BenchmarkHostStateMemory: MiB by policy; nil without it
 	occRuns   int
 	occ       []occResult
 	herds     []herdRun
@@ -116,6 +117,7 @@ func (r *report) overheadSection(b *strings.Builder) {
 		w("<details><summary>benchstat -col /client (each column compared with bare)</summary>\n\n```text\n%s```\n\n</details>\n\n", r.benchstat)
 	}
 	r.metricsSection(b)
+	r.hostStateSection(b)
 }
 
 func (r *report) occSection(b *strings.Builder) {

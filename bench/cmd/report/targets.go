@@ -17,6 +17,9 @@ func (r *report) targets() []target {
 	if len(r.metrics) > 0 {
 		ts = append(ts, r.metricsTargets()...)
 	}
+	if len(r.hostState) > 0 {
+		ts = append(ts, r.hostStateTargets()...)
+	}
 	for _, m := range sim.OCCModes() {
 		var wc, wt float64
 		for _, o := range r.occ {
