@@ -21,7 +21,7 @@ type Attempt struct {
 	Response *http.Response // the response, nil when Err is set
 	Err      error          // the attempt's error, nil when Response is set
 	Class    Class          // how the outcome was classified
-	Duration time.Duration  // from sending the request to receiving the response header or the error; 0 when nothing observes attempts
+	Duration time.Duration  // from sending the request to receiving the response header or the error; 0 when not measured (nothing observes attempts and the caller's context has no deadline)
 	Hedge    bool           // sent alongside an earlier attempt that had not answered (see HedgePolicy)
 	Lost     bool           // cancelled unanswered because another attempt of its round answered first
 	Retry    bool           // another attempt follows after Delay
@@ -142,6 +142,7 @@ type attempt struct {
 	cancel    context.CancelCauseFunc // ends ctx
 	timer     *time.Timer             // AttemptTimeout's timer, nil without one
 	breakDone func(error)             // reports the outcome to the breaker; nil without one
+	adm       admission               // what the host's overload controls gave it
 	drained   bool                    // the response's body was drained and closed
 }
 
@@ -184,9 +185,6 @@ func (a *attempt) settle(resp *http.Response, err error, fired bool) {
 	}
 	if resp == nil && err == nil {
 		err = errors.New("httpretry: Base returned neither a response nor an error")
-	}
-	if err != nil && a.ctx != nil && context.Cause(a.ctx) == errLost {
-		err, a.Lost = errLost, true
 	}
 	a.Response, a.Err = resp, err
 }

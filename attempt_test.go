@@ -1,10 +1,8 @@
 package httpretry_test
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,23 +12,8 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
-
-// ctxBody fails reads once its request's context is done, as net/http's
-// response bodies do.
-type ctxBody struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (b *ctxBody) Read(p []byte) (int, error) {
-	if err := b.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return b.r.Read(p)
-}
-
-func (b *ctxBody) Close() error { return nil }
 
 // TestResponseRacingAttemptTimeout: a response that arrives as
 // AttemptTimeout fires is either counted as timed out (and retried as one)
@@ -38,24 +21,26 @@ func (b *ctxBody) Close() error { return nil }
 // body that its cancelled context has already killed.
 func TestResponseRacingAttemptTimeout(t *testing.T) {
 	t.Parallel()
+	// A Script's response bodies fail reads once their request's context
+	// is done, as net/http's do.
+	payload := httpretrytest.Respond(200, "payload")
+	firstAttempt := func(req *http.Request) bool {
+		n, _ := httpretry.AttemptFromContext(req.Context())
+		return n == 1
+	}
 	for _, tc := range []struct {
 		name  string
-		first func(req *http.Request)
+		first httpretrytest.Outcome
 	}{
 		// Base hands back a response just after the timeout cancelled the
 		// attempt, as a socket read that completed at that instant does.
-		{"answer after the timer", func(req *http.Request) { <-req.Context().Done() }},
+		{"answer after the timer", payload.After(time.Hour).RespondOnCancel()},
 		// Base answers at the very instant the timer fires; either may win.
-		{"answer with the timer", func(*http.Request) { time.Sleep(time.Second) }},
+		{"answer with the timer", payload.After(time.Second).RespondOnCancel()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-					if n, _ := httpretry.AttemptFromContext(req.Context()); n == 1 {
-						tc.first(req)
-					}
-					return &http.Response{StatusCode: 200, Body: &ctxBody{req.Context(), strings.NewReader("payload")}}, nil
-				})
+				base := httpretrytest.NewScript(payload).On(firstAttempt, tc.first)
 				var attempts []httpretry.Attempt
 				tr := &httpretry.Transport{Base: base,
 					Policy:    httpretry.Policy{AttemptTimeout: time.Second, Backoff: backoff.Constant(0), NewBudget: httpretry.NoBudget},

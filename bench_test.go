@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // okResponse is shared by the in-memory Base, so the benchmark measures the
@@ -19,10 +20,14 @@ var okResponse = &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, He
 // next to a real HTTP exchange. The full comparison against other libraries
 // lives in the bench module.
 func BenchmarkRoundTrip(b *testing.B) {
-	inMemory := roundTripFunc(func(*http.Request) (*http.Response, error) { return okResponse, nil })
+	inMemory := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) { return okResponse, nil })
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/things", nil)
 	b.Run("in-memory/bare", func(b *testing.B) { benchRT(b, inMemory, req) })
 	b.Run("in-memory/httpretry", func(b *testing.B) { benchRT(b, &httpretry.Transport{Base: inMemory}, req) })
+	b.Run("in-memory/httpretry-overload", func(b *testing.B) {
+		benchRT(b, &httpretry.Transport{Base: inMemory, Policy: httpretry.Policy{
+			Overload: httpretry.OverloadPolicy{Throttle: true, Limit: true, Pace: true}}}, req)
+	})
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
@@ -73,7 +78,7 @@ func BenchmarkBudget(b *testing.B) {
 // BenchmarkSuccessPathBudget compares a GET's success path with the default
 // budget and with none; the difference is the budget's cost to healthy calls.
 func BenchmarkSuccessPathBudget(b *testing.B) {
-	inMemory := roundTripFunc(func(*http.Request) (*http.Response, error) { return okResponse, nil })
+	inMemory := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) { return okResponse, nil })
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/things", nil)
 	noBudget := httpretry.Policy{NewBudget: httpretry.NoBudget}
 	b.Run("in-memory/default-budget", func(b *testing.B) { benchRT(b, &httpretry.Transport{Base: inMemory}, req) })

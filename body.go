@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -47,7 +49,9 @@ func prepareBody(ctx context.Context, req *http.Request, limit int64) (body, err
 	case limit < 0 || req.ContentLength > limit:
 		return body{first: req.Body}, nil
 	}
-	buf, err := readCtx(ctx, req.Body, limit+1, req.ContentLength)
+	// One byte past the limit tells a body that does not fit; a limit of
+	// math.MaxInt64 means no limit and must not overflow.
+	buf, err := readCtx(ctx, req.Body, min(limit, math.MaxInt64-1)+1, req.ContentLength)
 	if err != nil {
 		req.Body.Close()
 		if ctx.Err() != nil {
@@ -78,8 +82,12 @@ func prepareBody(ctx context.Context, req *http.Request, limit int64) (body, err
 // error at once and closes r, which unblocks net/http's bodies and pipes.
 func readCtx(ctx context.Context, r io.Reader, n, size int64) (*bytes.Buffer, error) {
 	buf := new(bytes.Buffer)
-	if size > 0 {
-		buf.Grow(int(min(size, n)))
+	if size > 0 && size < n && size <= maxPresize {
+		// Room for the body and for the read that finds its end: ReadFrom
+		// wants bytes.MinRead free before each read, and would double a
+		// buffer that is exactly full. A larger declared length is not
+		// trusted to size anything: the buffer grows as bytes arrive.
+		buf.Grow(int(size) + bytes.MinRead)
 	}
 	if ctx.Done() == nil {
 		_, err := buf.ReadFrom(io.LimitReader(r, n))
@@ -97,6 +105,10 @@ func readCtx(ctx context.Context, r io.Reader, n, size int64) (*bytes.Buffer, er
 		return nil, context.Cause(ctx)
 	}
 }
+
+// maxPresize is the largest declared ContentLength a replay buffer is sized
+// for before any byte arrives.
+const maxPresize = 16 << 20
 
 // streamBody sends the buffered prefix and then the rest of the caller's
 // body, closing the caller's body when closed.
@@ -120,17 +132,23 @@ const (
 // arrived, it returns a copy of resp holding the body in memory, which can
 // still be returned to the caller if the retry that called for the drain
 // is not sent; otherwise nil, as for the body of a 101 Switching Protocols
-// response, which is a connection. A body that trickles is closed from a timer,
-// which unblocks the read: net/http's HTTP/1 and HTTP/2 bodies allow Close
-// during Read.
-func drain(resp *http.Response) *http.Response {
+// response, which is a connection. A body that trickles is closed from a
+// timer, or when ctx ends, which unblocks the read: net/http's HTTP/1 and
+// HTTP/2 bodies allow Close during Read.
+func drain(ctx context.Context, resp *http.Response) *http.Response {
 	held := *resp
 	rc := resp.Body
 	if rc == nil || rc == http.NoBody {
 		return &held
 	}
 	resp.Body = http.NoBody // drained: discard has nothing left to do
-	timer := time.AfterFunc(drainTimeout, func() { rc.Close() })
+	var once sync.Once
+	closeRC := func() { once.Do(func() { rc.Close() }) }
+	// The drain ends at its bounds or with the caller's context, whichever
+	// comes first: a Base whose body ignores the context must not keep the
+	// caller past its deadline.
+	timer := time.AfterFunc(drainTimeout, closeRC)
+	stopCtx := context.AfterFunc(ctx, closeRC)
 	var buf bytes.Buffer
 	_, err := buf.ReadFrom(io.LimitReader(rc, drainLimit))
 	complete := err == nil && buf.Len() < drainLimit // a body of exactly 64 KiB may have more
@@ -138,11 +156,10 @@ func drain(resp *http.Response) *http.Response {
 		// A switched protocol's connection (101): no copy stands for it.
 		complete = false
 	}
-	if timer.Stop() {
-		rc.Close()
-	} else {
-		complete = false
+	if !timer.Stop() || !stopCtx() {
+		complete = false // cut short
 	}
+	closeRC()
 	if !complete {
 		return nil
 	}
@@ -151,8 +168,8 @@ func drain(resp *http.Response) *http.Response {
 }
 
 // discard drains and closes resp's body when nobody will read it.
-func discard(resp *http.Response) {
+func discard(ctx context.Context, resp *http.Response) {
 	if resp != nil && resp.Body != nil && resp.Body != http.NoBody {
-		drain(resp)
+		drain(ctx, resp)
 	}
 }

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 func TestBodyReplay(t *testing.T) {
@@ -43,7 +44,7 @@ func TestBodyReplay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				fake := newFake(t, status(503), status(503), status(200))
+				fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(503), httpretrytest.Status(200))
 				tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{MaxReplayBytes: tc.limit}}
 				req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, site, tc.body())
 				require.NoError(t, err)
@@ -54,11 +55,11 @@ func TestBodyReplay(t *testing.T) {
 				resp.Body.Close()
 				assert.True(t, origBody == req.Body, "the caller's Body field is untouched")
 				assert.Equal(t, origLen, req.ContentLength)
-				seen := fake.attempts()
+				seen := fake.Requests()
 				require.Len(t, seen, tc.attempts)
 				for _, s := range seen {
-					assert.Equal(t, payload, s.body, "every attempt sends the whole body")
-					assert.Equal(t, tc.wantGetBody, s.getBody)
+					assert.Equal(t, payload, string(s.Body), "every attempt sends the whole body")
+					assert.Equal(t, tc.wantGetBody, s.GetBody)
 				}
 			})
 		})
@@ -74,15 +75,15 @@ func TestCallerBodyClosedExactlyOnce(t *testing.T) {
 	t.Parallel()
 	for _, limit := range []int64{0, 3, -1} {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, status(503), status(200))
-			body := newCountingBody("hello")
+			fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
+			body := httpretrytest.NewBody("hello")
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, site, body)
 			tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{MaxReplayBytes: limit}}
 			resp, err := tr.RoundTrip(req)
 			require.NoError(t, err)
 			resp.Body.Close()
-			assert.EqualValues(t, 1, body.closed.Load(), "limit %d", limit)
-			assert.Equal(t, "hello", fake.attempts()[0].body)
+			assert.Equal(t, 1, body.Closes(), "limit %d", limit)
+			assert.Equal(t, "hello", string(fake.Requests()[0].Body))
 		})
 	}
 }
@@ -90,33 +91,32 @@ func TestCallerBodyClosedExactlyOnce(t *testing.T) {
 func TestBodyErrors(t *testing.T) {
 	t.Parallel()
 	t.Run("a body that errors half-way while buffering", func(t *testing.T) {
-		fake := newFake(t, status(200))
-		body := newCountingBody("hello world")
-		body.failAt, body.failErr = 5, errBoom
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
+		body := httpretrytest.NewBody("hello world").FailAfter(5, errBoom)
 		req, _ := http.NewRequest(http.MethodPost, site, body)
 		resp, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
 		assert.Nil(t, resp)
 		assert.ErrorIs(t, err, httpretry.ErrRequestBody)
 		assert.ErrorIs(t, err, errBoom)
-		assert.Empty(t, fake.attempts(), "nothing half-read is sent")
-		assert.EqualValues(t, 1, body.closed.Load())
+		assert.Empty(t, fake.Requests(), "nothing half-read is sent")
+		assert.Equal(t, 1, body.Closes())
 	})
 	t.Run("a Content-Length that lies", func(t *testing.T) {
 		for _, n := range []int64{3, 50} {
-			fake := newFake(t, status(200))
-			body := newCountingBody("0123456789")
+			fake := httpretrytest.NewScript(httpretrytest.Status(200))
+			body := httpretrytest.NewBody("0123456789")
 			req, _ := http.NewRequest(http.MethodPut, site, body)
 			req.ContentLength = n
 			_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
 			assert.ErrorIs(t, err, httpretry.ErrRequestBody)
 			assert.ErrorContains(t, err, "ContentLength")
-			assert.Empty(t, fake.attempts())
-			assert.EqualValues(t, 1, body.closed.Load())
+			assert.Empty(t, fake.Requests())
+			assert.Equal(t, 1, body.Closes())
 		}
 	})
 	t.Run("GetBody that errors before a retry returns the response in hand", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, status(503), status(200))
+			fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, site, strings.NewReader("x"))
 			req.GetBody = func() (io.ReadCloser, error) { return nil, errBoom }
 			resp, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
@@ -124,12 +124,12 @@ func TestBodyErrors(t *testing.T) {
 			assert.Equal(t, 503, resp.StatusCode)
 			assert.Equal(t, "Service Unavailable", readAll(t, resp.Body))
 			resp.Body.Close()
-			assert.Len(t, fake.attempts(), 1)
+			assert.Len(t, fake.Requests(), 1)
 		})
 	})
 	t.Run("GetBody that errors after a transport error", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, failWith(io.EOF))
+			fake := httpretrytest.NewScript(httpretrytest.Fail(io.EOF))
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, site, strings.NewReader("x"))
 			req.GetBody = func() (io.ReadCloser, error) { return nil, errBoom }
 			_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
@@ -141,85 +141,55 @@ func TestBodyErrors(t *testing.T) {
 	t.Run("a large body is streamed intact past the limit", func(t *testing.T) {
 		const size = 8 << 20
 		var got int64
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			n, err := io.Copy(io.Discard, req.Body)
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			n, err := io.Copy(io.Discard, req.Body) // counted, not kept as a Script would
 			got = n
 			req.Body.Close()
 			return &http.Response{StatusCode: 200, Body: http.NoBody}, err
 		})
-		body := &countingReader{n: size}
+		body := httpretrytest.NewFillerBody(size)
 		req, _ := http.NewRequest(http.MethodPost, site, body)
 		req.ContentLength = -1
 		resp, err := (&httpretry.Transport{Base: base}).RoundTrip(req)
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.EqualValues(t, size, got)
-		assert.True(t, body.closed)
+		assert.Positive(t, body.Closes())
 	})
 }
-
-// countingReader yields n zero bytes.
-type countingReader struct {
-	n      int64
-	closed bool
-}
-
-func (r *countingReader) Read(p []byte) (int, error) {
-	if r.n == 0 {
-		return 0, io.EOF
-	}
-	k := min(int64(len(p)), r.n)
-	clear(p[:k])
-	r.n -= k
-	return int(k), nil
-}
-
-func (r *countingReader) Close() error { r.closed = true; return nil }
 
 func TestDiscardedBodiesAreDrainedBounded(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var huge []*countingReader
-		calls := 0
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			calls++
-			if calls == 3 {
-				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
-			}
-			r := &countingReader{n: 1 << 30} // a 1 GiB error page
-			huge = append(huge, r)
-			return &http.Response{StatusCode: 503, Body: r}, nil
-		})
-		resp, err := (&httpretry.Transport{Base: base}).RoundTrip(get(t, context.Background()))
+		huge := httpretrytest.Status(503).Filler(1 << 30) // a 1 GiB error page
+		fake := httpretrytest.NewScript(huge, huge, httpretrytest.Status(200))
+		resp, err := (&httpretry.Transport{Base: fake}).RoundTrip(get(t, context.Background()))
 		require.NoError(t, err)
 		resp.Body.Close()
-		require.Len(t, huge, 2)
-		for _, r := range huge {
-			assert.True(t, r.closed)
-			assert.GreaterOrEqual(t, r.n, int64(1<<30-64<<10), "at most 64 KiB drained")
+		reqs := fake.Requests()
+		require.Len(t, reqs, 3)
+		for _, r := range reqs[:2] {
+			assert.Positive(t, r.ResponseBody.Closes())
+			assert.LessOrEqual(t, r.ResponseBody.BytesRead(), int64(64<<10), "at most 64 KiB drained")
 		}
 	})
 }
 
-// blockingBody never yields a byte until it is closed, as a slow producer
-// behind a pipe does.
-type blockingBody struct {
-	closed chan struct{}
-	once   sync.Once
-	closes atomic.Int32
-}
-
-func newBlockingBody() *blockingBody { return &blockingBody{closed: make(chan struct{})} }
-
-func (b *blockingBody) Read([]byte) (int, error) {
-	<-b.closed
-	return 0, io.ErrClosedPipe
-}
-
-func (b *blockingBody) Close() error {
-	b.closes.Add(1)
-	b.once.Do(func() { close(b.closed) })
-	return nil
+func TestDrainIsBoundedInTime(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// A byte every 50 ms, for ever, then a success.
+		base := httpretrytest.NewScript(httpretrytest.Status(503).Filler(1<<30).Slow(1, 50*time.Millisecond), httpretrytest.Status(200))
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 250*time.Millisecond, time.Since(start), "a trickling error body is cut after 250 ms")
+		reqs := base.Requests()
+		require.Len(t, reqs, 2)
+		assert.Equal(t, 1, reqs[0].ResponseBody.Closes(), "closed exactly once")
+	})
 }
 
 // TestBufferingEndsWithTheContext: a body without GetBody is buffered for
@@ -228,8 +198,8 @@ func (b *blockingBody) Close() error {
 func TestBufferingEndsWithTheContext(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(200))
-		body := newBlockingBody()
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
+		body := httpretrytest.NewBody("x").Slow(1, 24*time.Hour) // a producer stalled for a day
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, site, body)
@@ -239,29 +209,11 @@ func TestBufferingEndsWithTheContext(t *testing.T) {
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorIs(t, err, httpretry.ErrRequestBody)
 		assert.Equal(t, time.Second, time.Since(start), "returned when the context ended")
-		assert.Empty(t, fake.attempts())
+		assert.Empty(t, fake.Requests())
 		synctest.Wait()
-		assert.EqualValues(t, 1, body.closes.Load(), "the caller's body closed once")
+		assert.Equal(t, 1, body.Closes(), "the caller's body closed once")
 	})
 }
-
-// slowErrorBody delivers a short error page over 100 ms.
-type slowErrorBody struct {
-	chunks []string
-	closes atomic.Int32
-}
-
-func (b *slowErrorBody) Read(p []byte) (int, error) {
-	if len(b.chunks) == 0 {
-		return 0, io.EOF
-	}
-	time.Sleep(50 * time.Millisecond)
-	n := copy(p, b.chunks[0])
-	b.chunks = b.chunks[1:]
-	return n, nil
-}
-
-func (b *slowErrorBody) Close() error { b.closes.Add(1); return nil }
 
 // TestDrainCountsAgainstTheDeadline: the discarded response is drained
 // before the wait, and the wait is checked against the deadline after the
@@ -270,12 +222,8 @@ func (b *slowErrorBody) Close() error { b.closes.Add(1); return nil }
 func TestDrainCountsAgainstTheDeadline(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		body := &slowErrorBody{chunks: []string{"upstream ", "overloaded"}}
-		calls := 0
-		base := roundTripFunc(func(*http.Request) (*http.Response, error) {
-			calls++
-			return &http.Response{StatusCode: 503, Body: body, ContentLength: -1}, nil
-		})
+		// A short error page, delivered over 100 ms.
+		base := httpretrytest.NewScript(httpretrytest.Respond(503, "upstream overloaded").Slow(10, 50*time.Millisecond))
 		var got []httpretry.Attempt
 		tr := &httpretry.Transport{Base: base, OnAttempt: func(a httpretry.Attempt) { got = append(got, a) },
 			Policy: httpretry.Policy{Backoff: backoff.Constant(time.Second)}}
@@ -287,11 +235,12 @@ func TestDrainCountsAgainstTheDeadline(t *testing.T) {
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Equal(t, "upstream overloaded", readAll(t, resp.Body))
 		resp.Body.Close()
-		assert.Equal(t, 1, calls)
+		reqs := base.Requests()
+		require.Len(t, reqs, 1)
 		require.Len(t, got, 1)
 		assert.False(t, got[0].Retry, "OnAttempt is not told of a retry that does not happen")
 		assert.Equal(t, httpretry.StopDeadline, got[0].Stop)
-		assert.EqualValues(t, 1, body.closes.Load())
+		assert.Equal(t, 1, reqs[0].ResponseBody.Closes())
 	})
 }
 
@@ -302,10 +251,8 @@ func TestDrainCountsAgainstTheDeadline(t *testing.T) {
 func TestDeadlineAfterAnEndlessDrain(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		body := &tricklingBody{closed: make(chan struct{})}
-		base := roundTripFunc(func(*http.Request) (*http.Response, error) {
-			return &http.Response{StatusCode: 503, Body: body}, nil
-		})
+		// A byte every 50 ms, for ever.
+		base := httpretrytest.NewScript(httpretrytest.Status(503).Filler(1<<30).Slow(1, 50*time.Millisecond))
 		ctx, cancel := context.WithTimeout(t.Context(), 1100*time.Millisecond)
 		defer cancel()
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(time.Second)}}
@@ -315,7 +262,77 @@ func TestDeadlineAfterAnEndlessDrain(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, httpretry.StopDeadline, re.Reason)
 		assert.Equal(t, 503, re.LastStatus)
-		assert.Equal(t, 1, body.count, "closed once")
+		reqs := base.Requests()
+		require.Len(t, reqs, 1)
+		assert.Equal(t, 1, reqs[0].ResponseBody.Closes(), "closed once")
+	})
+}
+
+// TestHugeReplayLimit: MaxReplayBytes of math.MaxInt64, the natural way to
+// say "no limit", buffers the body like any other: no overflow, no panic,
+// no empty body sent.
+func TestHugeReplayLimit(t *testing.T) {
+	t.Parallel()
+	for _, length := range []int64{-1, 13} {
+		up := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{MaxReplayBytes: math.MaxInt64, Backoff: backoff.Constant(0)}}
+		req, _ := http.NewRequest(http.MethodPut, site, io.NopCloser(strings.NewReader("precious data")))
+		req.ContentLength = length
+		var resp *http.Response
+		var err error
+		require.NotPanics(t, func() { resp, err = tr.RoundTrip(req) })
+		require.NoError(t, err)
+		resp.Body.Close()
+		reqs := up.Requests()
+		require.Len(t, reqs, 2)
+		for _, r := range reqs {
+			assert.Equal(t, "precious data", string(r.Body), "ContentLength %d", length)
+		}
+	}
+	// A declared length far past the body sizes nothing in advance.
+	tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(200)), Policy: httpretry.Policy{MaxReplayBytes: math.MaxInt64}}
+	req, _ := http.NewRequest(http.MethodPut, site, io.NopCloser(strings.NewReader("short")))
+	req.ContentLength = 1 << 50
+	_, err := tr.RoundTrip(req)
+	assert.ErrorIs(t, err, httpretry.ErrRequestBody, "ContentLength does not match the body")
+}
+
+// deafBody trickles a byte every 50 ms, whatever the request's context,
+// until it is closed: a custom Base's body that does not follow the context.
+type deafBody struct {
+	closed atomic.Bool
+	closes atomic.Int32
+}
+
+func (b *deafBody) Read(p []byte) (int, error) {
+	time.Sleep(50 * time.Millisecond)
+	if b.closed.Load() {
+		return 0, io.ErrClosedPipe
+	}
+	p[0] = 'x'
+	return 1, nil
+}
+
+func (b *deafBody) Close() error { b.closed.Store(true); b.closes.Add(1); return nil }
+
+// TestDrainEndsWithTheContext: the drain of a discarded body that ignores
+// the request's context stops when the caller's context does, not 250 ms
+// later.
+func TestDrainEndsWithTheContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		body := &deafBody{}
+		base := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: body}, nil
+		})
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := tr.RoundTrip(get(t, ctx))
+		require.Error(t, err)
+		assert.LessOrEqual(t, time.Since(start), 150*time.Millisecond, "returned with the deadline, the read in progress included")
+		assert.EqualValues(t, 1, body.closes.Load())
 	})
 }
 
@@ -337,7 +354,7 @@ func (b *rwBody) Close() error                { b.closes.Add(1); return nil }
 func TestSwitchedProtocolIsNeverKeptInMemory(t *testing.T) {
 	t.Parallel()
 	body := &rwBody{Reader: strings.NewReader("hello")}
-	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusSwitchingProtocols, Body: body, Request: req}, nil
 	})
 	tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{

@@ -15,38 +15,18 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
-
-// switchable answers with the current status of each host.
-type switchable struct {
-	mu     sync.Mutex
-	status map[string]int
-	calls  map[string]int
-}
-
-func (s *switchable) set(host string, code int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.status[host] = code
-}
-
-func (s *switchable) count(host string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[host]
-}
-
-func (s *switchable) RoundTrip(req *http.Request) (*http.Response, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls[req.URL.Host]++
-	return &http.Response{StatusCode: s.status[req.URL.Host], Body: http.NoBody}, nil
-}
 
 func TestCircuitBreaker(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &switchable{status: map[string]int{"a.test": 503, "b.test": 200}, calls: map[string]int{}}
+		// a.test answers 503 to its first three calls, then recovers; b.test
+		// answers 200.
+		aTest := func(req *http.Request) bool { return req.URL.Host == "a.test" }
+		base := httpretrytest.NewScript(httpretrytest.Status(200)).On(aTest,
+			httpretrytest.Status(503), httpretrytest.Status(503), httpretrytest.Status(503),
+			httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			MaxAttempts: 1,
 			NewBudget:   httpretry.NoBudget,
@@ -82,7 +62,7 @@ func TestCircuitBreaker(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, httpretry.StopBreaker, re.Reason)
 		assert.Zero(t, re.Attempts)
-		assert.Equal(t, 3, base.count("a.test"))
+		assert.Len(t, base.Requests(), 3, "all to a.test")
 		assert.Equal(t, httpretry.BreakerOpen, breaker("a.test:443"))
 
 		// Another host has its own breaker.
@@ -93,8 +73,7 @@ func TestCircuitBreaker(t *testing.T) {
 		// After the timeout it half-opens; a success closes it.
 		time.Sleep(31 * time.Second)
 		assert.Equal(t, httpretry.BreakerHalfOpen, breaker("a.test:443"))
-		base.set("a.test", 200)
-		resp, err = send("a.test")
+		resp, err = send("a.test") // a.test has recovered
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, httpretry.BreakerClosed, breaker("a.test:443"))
@@ -104,7 +83,7 @@ func TestCircuitBreaker(t *testing.T) {
 func TestBreakerOpenDuringRetriesKeepsTheAnswer(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Backoff: backoff.Constant(time.Second),
 			Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 2},
@@ -114,7 +93,7 @@ func TestBreakerOpenDuringRetriesKeepsTheAnswer(t *testing.T) {
 		require.NoError(t, err, "the breaker opening mid-call returns the response in hand")
 		defer resp.Body.Close()
 		assert.Equal(t, 503, resp.StatusCode)
-		assert.Len(t, fake.attempts(), 2)
+		assert.Len(t, fake.Requests(), 2)
 		assert.Equal(t, time.Second, time.Since(start), "no wait after the breaker opened")
 	})
 }
@@ -122,10 +101,7 @@ func TestBreakerOpenDuringRetriesKeepsTheAnswer(t *testing.T) {
 func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		block := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			<-req.Context().Done()
-			return nil, req.Context().Err()
-		})
+		block := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour)) // cut by the caller's context
 		tr := &httpretry.Transport{Base: block, Policy: httpretry.Policy{
 			Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 1},
 		}}
@@ -142,11 +118,11 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 func TestInnerBreakerIsTerminal(t *testing.T) {
 	t.Parallel()
 	for _, inner := range []error{httpretry.ErrCircuitOpen, gobreaker.ErrOpenState, fmt.Errorf("sdk: %w", gobreaker.ErrTooManyRequests)} {
-		fake := newFake(t, failWith(inner))
+		fake := httpretrytest.NewScript(httpretrytest.Fail(inner))
 		tr := &httpretry.Transport{Base: fake}
 		_, err := tr.RoundTrip(get(t, context.Background()))
 		assert.ErrorIs(t, err, inner)
-		assert.Len(t, fake.attempts(), 1, "no retry, no wait, no budget charge")
+		assert.Len(t, fake.Requests(), 1, "no retry, no wait, no budget charge")
 	}
 }
 
@@ -156,7 +132,7 @@ func TestInnerBreakerIsTerminal(t *testing.T) {
 func TestBreakerOpensDuringTheWait(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, step{status: 503, body: "try later"})
+		fake := httpretrytest.NewScript(httpretrytest.Respond(503, "try later"))
 		var (
 			mu    sync.Mutex
 			calls []httpretry.Call
@@ -184,7 +160,7 @@ func TestBreakerOpensDuringTheWait(t *testing.T) {
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Equal(t, "try later", readAll(t, resp.Body), "the response in hand, whole")
 		resp.Body.Close()
-		assert.Len(t, fake.attempts(), 3, "the retry was refused")
+		assert.Len(t, fake.Requests(), 3, "the retry was refused")
 		require.Len(t, calls, 3)
 		assert.Equal(t, httpretry.StopBreaker, calls[2].Stop)
 		assert.Equal(t, 1, calls[2].Attempts)

@@ -2,8 +2,10 @@ package httpretry_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/chaos"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 func TestTokenBucketArithmetic(t *testing.T) {
@@ -117,7 +121,7 @@ func TestRatioBudget(t *testing.T) {
 func TestBudgetThroughTransport(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		var refused int
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0)},
 			OnAttempt: func(a httpretry.Attempt) {
@@ -131,7 +135,7 @@ func TestBudgetThroughTransport(t *testing.T) {
 			require.NoError(t, err, "the failure itself is returned")
 			resp.Body.Close()
 		}
-		assert.Len(t, fake.attempts(), requests+100, "100 retries, then none")
+		assert.Len(t, fake.Requests(), requests+100, "100 retries, then none")
 		// 33 requests take 3 retries each (495 tokens), the 34th takes the
 		// last one and is refused its second; the 166 after it are refused
 		// their first.
@@ -144,9 +148,16 @@ func TestBudgetThroughTransport(t *testing.T) {
 func TestBudgetRefillsThroughTransport(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &switchable{status: map[string]int{"api.example.com": 503}, calls: map[string]int{}}
+		// The host is down until the test ends the outage, and after it
+		// starts it again: every request that reaches it fails.
+		var failed atomic.Int32
+		outage := &chaos.Transport{
+			Next:     httpretrytest.NewScript(httpretrytest.Status(200)),
+			Rules:    []chaos.Rule{{Rate: 1, Fault: chaos.Status(503)}},
+			OnInject: func(*http.Request, *chaos.Rule) { failed.Add(1) },
+		}
 		bucket := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
-		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+		tr := &httpretry.Transport{Base: outage, Policy: httpretry.Policy{
 			Backoff: backoff.Constant(0), NewBudget: func(string) httpretry.Budget { return bucket },
 		}}
 		send := func() {
@@ -157,15 +168,15 @@ func TestBudgetRefillsThroughTransport(t *testing.T) {
 		for bucket.Tokens() > 0 {
 			send()
 		}
-		base.set("api.example.com", 200)
+		outage.SetEnabled(false)
 		for range 5 {
 			send()
 		}
 		assert.Equal(t, 5, bucket.Tokens())
-		before := base.count("api.example.com")
-		base.set("api.example.com", 503)
+		before := failed.Load()
+		outage.SetEnabled(true)
 		send()
-		assert.Equal(t, 2, base.count("api.example.com")-before, "one retry, paid for by five successes")
+		assert.EqualValues(t, 2, failed.Load()-before, "one retry, paid for by five successes")
 		assert.Equal(t, 0, bucket.Tokens())
 	})
 }
@@ -175,7 +186,7 @@ func TestBudgetIsPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		down := map[string]bool{"down.example.com": true}
 		var attempts = map[string]int{}
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			attempts[req.URL.Host]++
 			code := 200
 			if down[req.URL.Host] {
@@ -204,7 +215,7 @@ func TestBudgetKeyFoldsTheDefaultPort(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var created []string
-		tr := &httpretry.Transport{Base: newFake(t, status(503)), Policy: httpretry.Policy{
+		tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(503)), Policy: httpretry.Policy{
 			MaxAttempts: 1,
 			NewBudget: func(host string) httpretry.Budget {
 				created = append(created, host)
@@ -228,8 +239,13 @@ func TestNoStateForHealthyHosts(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		created := 0
-		base := &switchable{status: map[string]int{"api.example.com": 200}, calls: map[string]int{}}
-		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+		// The host succeeds until the test starts an outage.
+		outage := &chaos.Transport{
+			Next:  httpretrytest.NewScript(httpretrytest.Status(200)),
+			Rules: []chaos.Rule{{Rate: 1, Fault: chaos.Status(503)}},
+		}
+		outage.SetEnabled(false)
+		tr := &httpretry.Transport{Base: outage, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(0),
 			NewBudget: func(host string) httpretry.Budget { created++; return httpretry.DefaultBudget(host) },
 			Breaker:   httpretry.BreakerPolicy{ConsecutiveFailures: 5},
@@ -241,7 +257,7 @@ func TestNoStateForHealthyHosts(t *testing.T) {
 		}
 		assert.Zero(t, created)
 		assert.Empty(t, tr.Stats())
-		base.set("api.example.com", 503)
+		outage.SetEnabled(true)
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -261,14 +277,14 @@ func TestNoStateForHealthyHosts(t *testing.T) {
 func TestNoBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0), NewBudget: httpretry.NoBudget}}
 		for range 200 {
 			resp, err := tr.RoundTrip(get(t, t.Context()))
 			require.NoError(t, err)
 			resp.Body.Close()
 		}
-		assert.Len(t, fake.attempts(), 800, "every request gets all 4 attempts")
+		assert.Len(t, fake.Requests(), 800, "every request gets all 4 attempts")
 	})
 }
 
@@ -303,7 +319,7 @@ func TestOnlySentRetriesCost(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		bucket := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 1})
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(time.Minute),
 			NewBudget: func(string) httpretry.Budget { return bucket },
@@ -315,7 +331,7 @@ func TestOnlySentRetriesCost(t *testing.T) {
 			assert.ErrorIs(t, err, context.Canceled)
 		}
 		assert.Equal(t, 10, bucket.Tokens(), "no retry was sent")
-		assert.Len(t, fake.attempts(), 10)
+		assert.Len(t, fake.Requests(), 10)
 	})
 }
 
@@ -333,7 +349,7 @@ func TestBudgetEmbeddingTokenBucket(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		b := &countingBudget{TokenBucket: httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})}
-		fake := newFake(t, status(503), status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(0),
 			NewBudget: func(string) httpretry.Budget { return b },
@@ -346,4 +362,25 @@ func TestBudgetEmbeddingTokenBucket(t *testing.T) {
 		assert.Equal(t, 3, b.begins, "every request once the host has state")
 		assert.Equal(t, 500, b.Tokens(), "the retry was refunded on success; successes refill")
 	})
+}
+
+// TestZeroBudgets: the zero values of the budget types do what their
+// documentation says, and never panic.
+func TestZeroBudgets(t *testing.T) {
+	t.Parallel()
+	var rb httpretry.RatioBudget
+	assert.NotPanics(t, func() {
+		rb.Begin()
+		assert.False(t, rb.AllowRetry(false), "a zero RatioBudget refuses every retry")
+		rb.Refund(false)
+		rb.Level()
+	})
+	var tb httpretry.TokenBucket
+	assert.True(t, tb.AllowRetry(false), "a zero TokenBucket allows every retry")
+	// A huge credit cannot overflow the bucket past its capacity.
+	b := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 10, SuccessCredit: math.MaxInt})
+	require.True(t, b.AllowRetry(false))
+	b.Succeeded(false, false)
+	assert.Equal(t, 10, b.Tokens())
+	assert.True(t, b.AllowRetry(false))
 }

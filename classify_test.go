@@ -15,12 +15,14 @@ import (
 	"syscall"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // streamInfo has a field named like an HTTP/2 stream error's.
@@ -72,7 +74,7 @@ func TestClassifyNeverPanics(t *testing.T) {
 	} {
 		assert.NotPanics(t, func() { httpretry.Classify(req, nil, err) }, "%T", err)
 		assert.NotPanics(t, func() { httpretry.Classify(nil, nil, err) }, "%T", err)
-		fake := newFake(t, failWith(err))
+		fake := httpretrytest.NewScript(httpretrytest.Fail(err))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
 		assert.NotPanics(t, func() {
 			if _, err := tr.RoundTrip(get(t, context.Background())); err == nil {
@@ -124,6 +126,40 @@ func TestUnknownErrorsAreFatal(t *testing.T) {
 	}
 }
 
+func TestRefusedStreamFromXNet(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			err      error
+			attempts int
+		}{
+			{xnetStreamError{StreamID: 3, Code: 0x7}, 4},          // REFUSED_STREAM: never processed
+			{&xnetStreamError{StreamID: 3, Code: 0x7}, 4},         // as a pointer
+			{errors.Join(errBoom, xnetStreamError{Code: 0x7}), 4}, // wrapped
+			{xnetStreamError{StreamID: 3, Code: 0x2}, 1},          // INTERNAL_ERROR: may have been processed
+		} {
+			fake := httpretrytest.NewScript(httpretrytest.Fail(tc.err))
+			tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, site, strings.NewReader("x"))
+			_, err := tr.RoundTrip(req)
+			require.Error(t, err)
+			assert.Len(t, fake.Requests(), tc.attempts, "%v", tc.err)
+		}
+	})
+}
+
+func TestUnknownErrorsOnOtherSchemesAreFatal(t *testing.T) {
+	t.Parallel()
+	fake := httpretrytest.NewScript(httpretrytest.Fail(errors.New(`unsupported protocol scheme "ftp"`)))
+	tr := &httpretry.Transport{Base: fake}
+	req, _ := http.NewRequest(http.MethodGet, "ftp://files.example.com/x", nil)
+	_, err := tr.RoundTrip(req)
+	var re *httpretry.RetryError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, httpretry.StopFatal, re.Reason)
+	assert.Len(t, fake.Requests(), 1)
+}
+
 type timeoutErr struct{}
 
 func (timeoutErr) Error() string   { return "i/o timeout" }
@@ -139,6 +175,16 @@ type goAwayError struct {
 
 func (goAwayError) Error() string { return "http2: server sent GOAWAY" }
 
+// xnetStreamError has the shape of golang.org/x/net/http2.StreamError,
+// which, unlike net/http's bundled copy, has no As method.
+type xnetStreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e xnetStreamError) Error() string { return "stream error" }
+
 // TestClientCertificateRejectedIsFatal: a server that demands a client
 // certificate the client does not have rejects every handshake the same
 // way: one attempt, over a real TLS socket.
@@ -146,11 +192,11 @@ func TestClientCertificateRejectedIsFatal(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert, MinVersion: tls.VersionTLS13}
-	srv.Config.ErrorLog = discardLogger()
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake failures are the point
 	srv.StartTLS()
 	defer srv.Close()
 	attempts := 0
-	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		attempts++
 		return srv.Client().Transport.RoundTrip(req)
 	})
@@ -177,14 +223,55 @@ func TestClientCertificateRejectedIsFatal(t *testing.T) {
 func TestUnknownErrorSentOnce(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, failWith(errors.New("signer: key expired")))
+		fake := httpretrytest.NewScript(httpretrytest.Fail(errors.New("signer: key expired")))
 		_, err := (&httpretry.Transport{Base: fake}).RoundTrip(get(t, t.Context()))
 		var re *httpretry.RetryError
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, httpretry.StopFatal, re.Reason)
-		assert.Len(t, fake.attempts(), 1)
+		assert.Len(t, fake.Requests(), 1)
 		assert.True(t, strings.HasPrefix(err.Error(), "httpretry: not retryable after 1 attempt: signer"), err.Error())
 	})
 }
 
-func discardLogger() *log.Logger { return log.New(io.Discard, "", 0) }
+// selfWrapping is an error whose Unwrap returns itself: errors.Is would
+// follow it for ever.
+type selfWrapping struct{}
+
+func (e *selfWrapping) Error() string { return "loop" }
+func (e *selfWrapping) Unwrap() error { return e }
+
+// panickyIs is a value error whose Is method panics.
+type panickyIs struct{ m map[string]int }
+
+func (e panickyIs) Error() string        { return "panicky" }
+func (e panickyIs) Is(target error) bool { e.m["x"]++; return false }
+
+// TestMalformedErrorsFromBase: an error that wraps itself, or whose Is
+// method panics, ends the call with a clear error: no hang, no panic.
+func TestMalformedErrorsFromBase(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []error{&selfWrapping{}, panickyIs{}, fmt.Errorf("wrapped: %w", panickyIs{})} {
+		up := httpretrytest.NewScript(httpretrytest.Fail(bad))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
+			Backoff: backoff.Constant(0), Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 3},
+		}}
+		done := make(chan error, 1)
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					done <- fmt.Errorf("panicked: %v", r)
+				}
+			}()
+			_, err := tr.RoundTrip(get(t, context.Background()))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.Error(t, err, "%T", bad)
+			assert.NotContains(t, err.Error(), "panicked", "%T", bad)
+			assert.Contains(t, err.Error(), "malformed error", "%T", bad)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%T: RoundTrip did not return", bad)
+		}
+	}
+}

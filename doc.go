@@ -13,6 +13,12 @@
 //
 //	client := &http.Client{Transport: &httpretry.Transport{}}
 //
+// Policies are set per host and per path ([Transport.Hosts], each entry
+// inheriting what it leaves zero from [Transport.Policy]) and changed for
+// one call through its context ([WithPolicy], [WithoutRetries]), which
+// reaches through any SDK that takes a context.Context. Call
+// [Transport.Validate] at start-up to see every configuration error at once.
+//
 // # Layering
 //
 // Put httpretry above everything that must run once per attempt:
@@ -42,6 +48,27 @@
 // no response does it return a [*RetryError], which wraps the last error for
 // errors.Is and errors.As and records the attempts made, the last status
 // seen and why retrying stopped.
+//
+// # Overload
+//
+// A retry budget caps retries; [Policy.Overload] ([OverloadPolicy]) also
+// sheds first attempts at the client, per host and opt-in: adaptive
+// throttling after the Google SRE book, an adaptive concurrency limit with
+// a waiting room, and pacing by the rate limit the host announces. Their
+// refusals fail fast with [ErrThrottled], [ErrConcurrencyLimit] or
+// [ErrRateLimited] and cost no attempt.
+//
+// # Observing it
+//
+// [Transport.Logger] gets one record per attempt, [Transport.OnAttempt] one
+// [Attempt] per attempt, [Transport.OnCall] one [Call] per RoundTrip, and
+// [Transport.Stats] returns the per-host state (retry budget, breaker,
+// overload controls) at any time, which [StatusHandler] serves as a page
+// for operators; a call that sent nothing, refused by an overload control
+// or the breaker, is reported to OnCall with its [StopReason], not to
+// OnAttempt. The otelhttpretry module turns all of it into OpenTelemetry
+// metrics and traces. Package httpretrytest fakes flaky upstreams for
+// tests, and package chaos injects faults for rehearsals.
 //
 // # The caveat
 //

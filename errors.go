@@ -11,8 +11,10 @@ import (
 // Sentinel errors. A *RetryError wraps them; test with errors.Is.
 var (
 	// ErrInvalidRequest reports a request that cannot be sent at all: a nil
-	// URL or header, no host, an unsupported scheme, a malformed header. No
-	// attempt is made and the request body is closed.
+	// URL or header, no host, a malformed method or header, and, with the
+	// Transport's own Base, a scheme other than http and https (a custom
+	// Base may speak any). No attempt is made and the request body is
+	// closed.
 	ErrInvalidRequest = errors.New("httpretry: invalid request")
 
 	// ErrInvalidPolicy reports a Policy with nonsense values, a Hosts key
@@ -21,6 +23,14 @@ var (
 	// configuration is fixed; (*Transport).Validate reports all of them at
 	// once.
 	ErrInvalidPolicy = errors.New("httpretry: invalid policy")
+
+	// ErrInvalidConfig reports a configuration that cannot be read as a
+	// Policy: malformed JSON, an unknown or repeated field, a value of the
+	// wrong type, a duration or name that does not parse, a field that does not
+	// apply (a ratio budget's numbers on a token bucket). Values that parse but
+	// make no sense as a policy wrap ErrInvalidPolicy instead, as
+	// (*Transport).Validate reports them.
+	ErrInvalidConfig = errors.New("httpretry: invalid config")
 
 	// ErrRequestBody reports that reading the request body failed before the
 	// first attempt (while buffering it for replay) or that GetBody failed
@@ -42,33 +52,39 @@ type StopReason int
 
 // Why a RoundTrip stopped. The zero value, StopNone, means it has not.
 const (
-	StopNone          StopReason = iota // retrying continues after this attempt
-	StopSuccess                         // the response was classified a success
-	StopFatal                           // the outcome is not worth retrying (a 404, a certificate error, …)
-	StopAttempts                        // MaxAttempts reached
-	StopNotReplayable                   // the request could not safely be sent again
-	StopContext                         // the caller's context ended
-	StopDeadline                        // the next wait would end after the context's deadline
-	StopRetryAfter                      // the server asked for a wait above MaxRetryAfter (Retry-After or a rate-limit hint)
-	StopBudget                          // the retry budget refused the retry
-	StopInvalid                         // the request or policy was invalid; nothing was sent
-	StopBreaker                         // the circuit breaker is open
-	StopRefused                         // Policy.PrepareRetry refused the retry
+	StopNone             StopReason = iota // retrying continues after this attempt
+	StopSuccess                            // the response was classified a success
+	StopFatal                              // the outcome is not worth retrying (a 404, a certificate error, …)
+	StopAttempts                           // MaxAttempts reached
+	StopNotReplayable                      // the request could not safely be sent again
+	StopContext                            // the caller's context ended
+	StopDeadline                           // the next wait would end after the context's deadline
+	StopRetryAfter                         // the server asked for a wait above MaxRetryAfter (Retry-After or a rate-limit hint)
+	StopBudget                             // the retry budget refused the retry
+	StopInvalid                            // the request or policy was invalid; nothing was sent
+	StopBreaker                            // the circuit breaker is open
+	StopRefused                            // Policy.PrepareRetry refused the retry
+	StopThrottled                          // adaptive throttling refused the attempt (ErrThrottled)
+	StopConcurrencyLimit                   // the concurrency limit refused the attempt (ErrConcurrencyLimit)
+	StopRateLimited                        // the host's announced rate limit is spent (ErrRateLimited)
 )
 
 var stopNames = [...]string{
-	StopNone:          "none",
-	StopSuccess:       "success",
-	StopFatal:         "not retryable",
-	StopAttempts:      "attempts exhausted",
-	StopNotReplayable: "request not replayable",
-	StopContext:       "context done",
-	StopDeadline:      "wait would pass the deadline",
-	StopRetryAfter:    "server-requested wait above MaxRetryAfter",
-	StopBudget:        "retry budget exhausted",
-	StopInvalid:       "invalid request or policy",
-	StopBreaker:       "circuit breaker open",
-	StopRefused:       "retry refused by PrepareRetry",
+	StopNone:             "none",
+	StopSuccess:          "success",
+	StopFatal:            "not retryable",
+	StopAttempts:         "attempts exhausted",
+	StopNotReplayable:    "request not replayable",
+	StopContext:          "context done",
+	StopDeadline:         "wait would pass the deadline",
+	StopRetryAfter:       "server-requested wait above MaxRetryAfter",
+	StopBudget:           "retry budget exhausted",
+	StopInvalid:          "invalid request or policy",
+	StopBreaker:          "circuit breaker open",
+	StopRefused:          "retry refused by PrepareRetry",
+	StopThrottled:        "throttled",
+	StopConcurrencyLimit: "concurrency limit reached",
+	StopRateLimited:      "rate limit spent",
 }
 
 // String returns a short lower-case description, as used in logs, metrics
@@ -88,8 +104,12 @@ func (r StopReason) String() string {
 // cancelled with a cause of its own. Timeout reports true, as net/http's
 // errors do, when the deadline passed or the last attempt timed out.
 //
-// When RoundTrip does get a response it returns that response, never a
-// RetryError, even when the response is a failure such as a 503.
+// When RoundTrip does get a response it returns that response, not a
+// RetryError, even when the response is a failure such as a 503. The one
+// exception: a response whose body was drained while its retry was being
+// decided, and was longer than the 64 KiB kept in memory, is gone if the
+// retry is then not sent (the deadline no longer fits, the breaker opened,
+// PrepareRetry refused); the RetryError then has its status in LastStatus.
 type RetryError struct {
 	Attempts   int        // attempts made, including the first; 0 if nothing was sent
 	Err        error      // the last attempt's error, or why nothing could be sent; nil after a response
@@ -100,6 +120,8 @@ type RetryError struct {
 	ctxErr error // context.Canceled or DeadlineExceeded when the caller's context ended
 }
 
+// Error says why retrying stopped, after how many attempts, the last status
+// seen, and the errors it wraps.
 func (e *RetryError) Error() string {
 	var b strings.Builder
 	b.WriteString("httpretry: ")
@@ -170,3 +192,23 @@ func (e *RetryError) contextEnded(ctx context.Context) *RetryError {
 	e.ctxErr = ctx.Err()
 	return e
 }
+
+// fieldError is one problem with a configuration, at a field path: in Go's
+// names for Validate (Transport.Hosts["api.example.com"].MaxAttempts), in
+// the config's own for a Config (hosts["api.example.com"].max_attempts), or,
+// for FromEnv, an environment variable. It wraps ErrInvalidPolicy or
+// ErrInvalidConfig.
+type fieldError struct {
+	kind error // ErrInvalidConfig or ErrInvalidPolicy
+	path string
+	msg  string
+}
+
+func (e *fieldError) Error() string {
+	if e.path == "" {
+		return e.kind.Error() + ": " + e.msg
+	}
+	return e.kind.Error() + ": " + e.path + ": " + e.msg
+}
+
+func (e *fieldError) Unwrap() error { return e.kind }

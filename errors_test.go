@@ -16,6 +16,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // listError is an error whose dynamic type cannot be compared with ==.
@@ -31,15 +32,12 @@ func TestUncomparableCancelCause(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cause := listError{"shutting down"}
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			<-req.Context().Done()
-			return nil, context.Cause(req.Context())
-		})
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour)) // cut by the cancellation first
 		for _, stage := range []string{"during an attempt", "during a wait"} {
 			ctx, cancel := context.WithCancelCause(t.Context())
 			rt := http.RoundTripper(base)
 			if stage == "during a wait" {
-				rt = newFake(t, status(503))
+				rt = httpretrytest.NewScript(httpretrytest.Status(503))
 			}
 			tr := &httpretry.Transport{Base: rt, Policy: httpretry.Policy{Backoff: backoff.Constant(time.Minute)}}
 			time.AfterFunc(time.Second, func() { cancel(cause) })
@@ -66,7 +64,7 @@ func TestRefusedRetryAfterTheContextEnded(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	tr := &httpretry.Transport{Base: newFake(t, failWith(syscall.ECONNRESET)), Policy: httpretry.Policy{
+	tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Fail(syscall.ECONNRESET)), Policy: httpretry.Policy{
 		Backoff: backoff.Constant(0),
 		PrepareRetry: func(httpretry.Attempt, *http.Request) error {
 			cancel() // the caller gives up while the retry is prepared
@@ -87,10 +85,7 @@ func TestRefusedRetryAfterTheContextEnded(t *testing.T) {
 func TestRetryErrorTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		hang := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			<-req.Context().Done()
-			return nil, req.Context().Err()
-		})
+		hang := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour)) // cut by every deadline below first
 		check := func(name string, tr *httpretry.Transport, timeout time.Duration) {
 			client := &http.Client{Transport: tr}
 			ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -107,11 +102,11 @@ func TestRetryErrorTimeout(t *testing.T) {
 		check("the caller's deadline passes during an attempt", &httpretry.Transport{Base: hang}, time.Second)
 		check("every attempt times out", &httpretry.Transport{Base: hang,
 			Policy: httpretry.Policy{AttemptTimeout: time.Second, Backoff: backoff.Constant(0)}}, time.Hour)
-		check("the next wait would pass the deadline", &httpretry.Transport{Base: newFake(t, failWith(syscall.ECONNRESET)),
+		check("the next wait would pass the deadline", &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Fail(syscall.ECONNRESET)),
 			Policy: httpretry.Policy{Backoff: backoff.Constant(time.Hour)}}, time.Minute)
 
 		// An ordinary failure is not a timeout.
-		_, err := (&httpretry.Transport{Base: newFake(t, failWith(errors.New("signer: no key")))}).RoundTrip(get(t, t.Context()))
+		_, err := (&httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Fail(errors.New("signer: no key")))}).RoundTrip(get(t, t.Context()))
 		var re *httpretry.RetryError
 		require.ErrorAs(t, err, &re)
 		assert.False(t, re.Timeout())
@@ -135,4 +130,25 @@ func TestRetryErrorText(t *testing.T) {
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, tc.err.Error())
 	}
+}
+
+// TestNoWaitThatLeavesNoTimeForTheRetry: a wait that ends before the
+// deadline but leaves less time than the last attempt took is not started:
+// the retry could only run into the deadline and lose the response in
+// hand.
+func TestNoWaitThatLeavesNoTimeForTheRetry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := httpretrytest.NewScript(httpretrytest.Status(503).After(10*time.Millisecond), httpretrytest.Status(200).After(10*time.Millisecond))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{Backoff: backoff.Constant(985 * time.Millisecond)}}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, ctx))
+		require.NoError(t, err, "the 503 in hand, not a deadline error after a useless wait")
+		assert.Equal(t, 503, resp.StatusCode)
+		resp.Body.Close()
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+		assert.Len(t, up.Requests(), 1)
+	})
 }

@@ -13,35 +13,29 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
-// flaky answers 503 to the first n requests, then 200.
-func flaky(n int32) *httptest.Server {
-	var calls atomic.Int32
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) <= n {
-			http.Error(w, "try again", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintf(w, "hello after %d attempts", calls.Load())
-	}))
-}
-
 func Example() {
-	srv := flaky(2)
-	defer srv.Close()
-
+	// An upstream that answers 503 twice, then 200: an in-memory stand-in
+	// from package httpretrytest, as Base. Leave Base nil to use the network.
+	upstream := httpretrytest.NewScript(
+		httpretrytest.Respond(http.StatusServiceUnavailable, "try again"),
+		httpretrytest.Respond(http.StatusServiceUnavailable, "try again"),
+		httpretrytest.Respond(http.StatusOK, "hello"),
+	)
 	client := &http.Client{Transport: &httpretry.Transport{
+		Base:   upstream,
 		Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond)},
 	}}
-	resp, err := client.Get(srv.URL)
+	resp, err := client.Get("https://api.example.com/hello")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	fmt.Println(resp.StatusCode, string(body))
+	fmt.Println(resp.StatusCode, string(body), "after", len(upstream.Requests()), "attempts")
 	// Output: 200 hello after 3 attempts
 }
 
@@ -49,7 +43,7 @@ func Example() {
 // answers 503 to everything, to show how many attempts each host gets.
 func ExampleTransport_hosts() {
 	attempts := map[string]int{}
-	unavailable := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	unavailable := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		attempts[req.URL.Host]++
 		return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: http.NoBody}, nil
 	})
@@ -82,13 +76,12 @@ func ExampleTransport_hosts() {
 // When attempts run out on a response, RoundTrip returns it untouched, so
 // the caller still sees the server's answer.
 func ExampleTransport_exhausted() {
-	srv := flaky(100)
-	defer srv.Close()
-
+	upstream := httpretrytest.NewScript(httpretrytest.Respond(http.StatusServiceUnavailable, "try again"))
 	client := &http.Client{Transport: &httpretry.Transport{
+		Base:   upstream,
 		Policy: httpretry.Policy{MaxAttempts: 3, Backoff: backoff.Constant(time.Millisecond)},
 	}}
-	resp, err := client.Get(srv.URL)
+	resp, err := client.Get("https://api.example.com/hello")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -145,19 +138,17 @@ func ExampleKeyPolicy() {
 // Layers under the Transport run once per attempt and can read its number,
 // for example to sign each attempt afresh or to tag a trace span.
 func ExampleAttemptFromContext() {
-	srv := flaky(1)
-	defer srv.Close()
-
-	inner := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	upstream := httpretrytest.NewScript(httpretrytest.Status(http.StatusServiceUnavailable), httpretrytest.Status(http.StatusOK))
+	inner := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		n, _ := httpretry.AttemptFromContext(req.Context())
 		fmt.Println("sending attempt", n)
-		return http.DefaultTransport.RoundTrip(req)
+		return upstream.RoundTrip(req)
 	})
 	client := &http.Client{Transport: &httpretry.Transport{
 		Base:   inner,
 		Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond)},
 	}}
-	resp, err := client.Get(srv.URL)
+	resp, err := client.Get("https://api.example.com/hello")
 	if err == nil {
 		resp.Body.Close()
 	}

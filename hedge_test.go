@@ -1,14 +1,13 @@
 package httpretry_test
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,50 +17,16 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
-
-// slowBase answers attempt n after latency[n-1] (the last entry repeats)
-// with status codes[n-1], or when the attempt is cancelled, with a body it
-// tracks so the test can check every body was closed.
-type slowBase struct {
-	mu      sync.Mutex
-	latency []time.Duration
-	codes   []int
-	bodies  []*trackedBody
-	seen    []seen
-	ctxErrs []error
-}
-
-func (s *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	n, _ := httpretry.AttemptFromContext(req.Context())
-	var body []byte
-	if req.Body != nil {
-		body, _ = io.ReadAll(req.Body)
-	}
-	s.mu.Lock()
-	s.seen = append(s.seen, seen{attempt: n, header: req.Header.Clone(), body: string(body), at: time.Now()})
-	lat, code := s.latency[min(n, len(s.latency))-1], s.codes[min(n, len(s.codes))-1]
-	s.mu.Unlock()
-	select {
-	case <-time.After(lat):
-	case <-req.Context().Done():
-		s.mu.Lock()
-		s.ctxErrs = append(s.ctxErrs, req.Context().Err())
-		s.mu.Unlock()
-		// A Base may still hand back a response after cancellation; it
-		// must be closed by whoever receives it.
-	}
-	tb := &trackedBody{Reader: strings.NewReader("attempt body")}
-	s.mu.Lock()
-	s.bodies = append(s.bodies, tb)
-	s.mu.Unlock()
-	return &http.Response{StatusCode: code, Body: tb, Request: req}, nil
-}
 
 func TestHedgeWinnerAndLoser(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{10 * time.Second, 100 * time.Millisecond}, codes: []int{200, 201}}
+		base := httpretrytest.NewScript(
+			httpretrytest.Respond(200, "attempt body").After(10*time.Second).RespondOnCancel(),
+			httpretrytest.Respond(201, "attempt body").After(100*time.Millisecond).RespondOnCancel(),
+		)
 		var lost []int
 		tr := &httpretry.Transport{Base: base,
 			Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}},
@@ -81,27 +46,32 @@ func TestHedgeWinnerAndLoser(t *testing.T) {
 		synctest.Wait() // let the loser be reaped
 
 		assert.Equal(t, []int{1}, lost)
-		require.Len(t, base.seen, 2)
-		assert.Equal(t, base.seen[0].header.Get("Idempotency-Key"), base.seen[1].header.Get("Idempotency-Key"))
-		assert.NotEmpty(t, base.seen[0].header.Get("Idempotency-Key"))
-		assert.Equal(t, `{"q":1}`, base.seen[0].body)
-		assert.Equal(t, `{"q":1}`, base.seen[1].body, "each hedge has its own body")
-		assert.Len(t, base.ctxErrs, 1, "the loser was cancelled")
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
+		reqs := base.Requests()
+		require.Len(t, reqs, 2)
+		assert.Equal(t, reqs[0].Header.Get("Idempotency-Key"), reqs[1].Header.Get("Idempotency-Key"))
+		assert.NotEmpty(t, reqs[0].Header.Get("Idempotency-Key"))
+		assert.Equal(t, `{"q":1}`, string(reqs[0].Body))
+		assert.Equal(t, `{"q":1}`, string(reqs[1].Body), "each hedge has its own body")
+		cancelled := 0
+		for _, r := range reqs {
+			if r.ContextErr != nil {
+				cancelled++
+			}
 		}
+		assert.Equal(t, 1, cancelled, "the loser was cancelled")
+		httpretrytest.CheckBodiesClosed(t, reqs)
 	})
 }
 
 func TestHedgeFastAnswerSendsNoHedge(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{500 * time.Millisecond}, codes: []int{200}}
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(500 * time.Millisecond).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Len(t, base.seen, 1)
+		assert.Len(t, base.Requests(), 1)
 	})
 }
 
@@ -110,7 +80,11 @@ func TestHedgeRoundsThenRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Attempts 1 and 2 (a round) both fail; after the backoff, attempt 3
 		// starts the next round and succeeds.
-		base := &slowBase{latency: []time.Duration{2 * time.Second, 500 * time.Millisecond, 100 * time.Millisecond}, codes: []int{503, 503, 200}}
+		base := httpretrytest.NewScript(
+			httpretrytest.Status(503).After(2*time.Second).RespondOnCancel(),
+			httpretrytest.Status(503).After(500*time.Millisecond).RespondOnCancel(),
+			httpretrytest.Status(200).After(100*time.Millisecond).RespondOnCancel(),
+		)
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Backoff: backoff.Constant(time.Second),
 			Hedge:   httpretry.HedgePolicy{Delay: time.Second},
@@ -120,34 +94,37 @@ func TestHedgeRoundsThenRetries(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode)
-		require.Len(t, base.seen, 3)
-		assert.Equal(t, 3, base.seen[2].attempt)
+		reqs := base.Requests()
+		require.Len(t, reqs, 3)
+		assert.Equal(t, 3, reqs[2].Attempt)
 		// Round 1 ends when attempt 1 fails at 2 s; wait 1 s; attempt 3 answers at 3.1 s.
 		assert.Equal(t, 3100*time.Millisecond, time.Since(start))
 		synctest.Wait()
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
-		}
+		httpretrytest.CheckBodiesClosed(t, base.Requests())
 	})
 }
 
 func TestHedgeOnlyForReplayableRequests(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{5 * time.Second}, codes: []int{200}}
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(5 * time.Second).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, site, strings.NewReader("x"))
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Len(t, base.seen, 1, "an unkeyed PATCH is never sent twice")
+		assert.Len(t, base.Requests(), 1, "an unkeyed PATCH is never sent twice")
 	})
 }
 
-func TestHedgesAreChargedToTheBudget(t *testing.T) {
+// TestHedgesAreNotChargedToTheRetryBudget: hedges have a budget of their
+// own; a retry budget with room for two retries is left untouched by
+// three hedges, and a hedge that wins is not refunded.
+func TestHedgesAreNotChargedToTheRetryBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{10 * time.Second}, codes: []int{200}}
+		slow := httpretrytest.Status(200).After(10 * time.Second).RespondOnCancel()
+		base := httpretrytest.NewScript(slow, slow, slow, httpretrytest.Status(200).After(time.Second).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Hedge: httpretry.HedgePolicy{Delay: time.Second, MaxHedges: 3},
 			NewBudget: func(string) httpretry.Budget {
@@ -158,19 +135,50 @@ func TestHedgesAreChargedToTheBudget(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		synctest.Wait()
-		assert.Len(t, base.seen, 3, "the first attempt and the two hedges the budget paid for")
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
-		}
+		reqs := base.Requests()
+		assert.Len(t, reqs, 4, "the first attempt and three hedges")
+		httpretrytest.CheckBodiesClosed(t, reqs)
+		st := tr.Stats()
+		require.Len(t, st, 1)
+		assert.Equal(t, 10.0, st[0].BudgetAvailable, "the retry budget paid for none of them")
+		assert.True(t, st[0].HasHedgeBudget)
+		assert.Equal(t, 1.0, st[0].HedgeTokens, "the hedge budget paid for three, the winner included")
 	})
+}
+
+// TestHedgeBudgetBrownout: when every attempt of a host is slow, its
+// hedges stay within 4 % of its requests plus a burst of 4, fixed delay or
+// not, where a fixed delay without a budget would double the load.
+func TestHedgeBudgetBrownoutThroughTransport(t *testing.T) {
+	t.Parallel()
+	for _, hp := range []httpretry.HedgePolicy{
+		{Delay: 100 * time.Millisecond},
+		{Delay: 100 * time.Millisecond, Adaptive: true, MinSamples: 1_000_000},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Second).RespondOnCancel())
+			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: hp}}
+			const n = 400
+			var hedges int
+			for range n {
+				resp, err := tr.RoundTrip(get(t, t.Context()))
+				require.NoError(t, err)
+				resp.Body.Close()
+			}
+			synctest.Wait()
+			hedges = len(base.Requests()) - n
+			assert.LessOrEqual(t, hedges, 20, "%+v: 0.04 × 400 + 4", hp)
+			assert.GreaterOrEqual(t, hedges, 19, "%+v: what it earns is spent", hp)
+		})
+	}
 }
 
 func TestHedgeCallerCancels(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{time.Hour}, codes: []int{200}}
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}}}
-		ctx, cancel := contextWithTimeout(t, 1500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
 		_, err := tr.RoundTrip(get(t, ctx))
 		assert.Error(t, err)
@@ -178,10 +186,9 @@ func TestHedgeCallerCancels(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, httpretry.StopContext, re.Reason)
 		synctest.Wait()
-		assert.Len(t, base.seen, 2)
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
-		}
+		reqs := base.Requests()
+		assert.Len(t, reqs, 2)
+		httpretrytest.CheckBodiesClosed(t, reqs)
 	})
 }
 
@@ -190,7 +197,7 @@ func TestHedgeCallerCancels(t *testing.T) {
 func TestHugeMaxHedges(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{10 * time.Second}, codes: []int{200}}
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(10 * time.Second).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			NewBudget: httpretry.NoBudget,
 			Hedge:     httpretry.HedgePolicy{Delay: time.Second, MaxHedges: math.MaxInt},
@@ -200,7 +207,7 @@ func TestHugeMaxHedges(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		synctest.Wait()
-		assert.Len(t, base.seen, 4, "the first attempt and MaxAttempts − 1 hedges")
+		assert.Len(t, base.Requests(), 4, "the first attempt and MaxAttempts − 1 hedges")
 	})
 }
 
@@ -210,7 +217,7 @@ func TestHugeMaxHedges(t *testing.T) {
 // (40 MiB; 2^30 attempts ran out of memory and killed the process).
 func TestHedgingWithHugeMaxAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &slowBase{latency: []time.Duration{1500 * time.Millisecond}, codes: []int{200}}
+		base := httpretrytest.NewScript(httpretrytest.Status(200).After(1500 * time.Millisecond).RespondOnCancel())
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			MaxAttempts: 1 << 20,
 			NewBudget:   httpretry.NoBudget,
@@ -223,7 +230,7 @@ func TestHedgingWithHugeMaxAttempts(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		synctest.Wait()
-		assert.Len(t, base.seen, 2, "the first attempt and one hedge")
+		assert.Len(t, base.Requests(), 2, "the first attempt and one hedge")
 		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated by one hedged call")
 	})
 }
@@ -235,7 +242,10 @@ func TestHedgingWithMaxIntAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Round 1: attempt 1 answers 503 at 0.5 s, before any hedge. Round
 		// 2: attempt 2 is slow, so a hedge (attempt 3) goes out and wins.
-		base := &slowBase{latency: []time.Duration{500 * time.Millisecond, 10 * time.Second, 100 * time.Millisecond}, codes: []int{503, 200, 201}}
+		base := httpretrytest.NewScript(
+			httpretrytest.Status(503).After(500*time.Millisecond),
+			httpretrytest.Status(200).After(10*time.Second).RespondOnCancel(),
+			httpretrytest.Status(201).After(100*time.Millisecond))
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			MaxAttempts: math.MaxInt,
 			Backoff:     backoff.Constant(0),
@@ -247,7 +257,7 @@ func TestHedgingWithMaxIntAttempts(t *testing.T) {
 		assert.Equal(t, 201, resp.StatusCode, "the hedge of the second round answered")
 		resp.Body.Close()
 		synctest.Wait()
-		assert.Len(t, base.seen, 3)
+		assert.Len(t, base.Requests(), 3)
 	})
 }
 
@@ -258,21 +268,11 @@ func TestHedgingWithMaxIntAttempts(t *testing.T) {
 func TestRoundIsNotHeldUpByAFailure(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var trickle *tricklingBody
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			n, _ := httpretry.AttemptFromContext(req.Context())
-			wait := map[int]time.Duration{1: 1500 * time.Millisecond, 2: 600 * time.Millisecond}[n]
-			select {
-			case <-time.After(wait):
-			case <-req.Context().Done():
-				return nil, context.Cause(req.Context())
-			}
-			if n == 1 { // a 503 whose body trickles for ever
-				trickle = &tricklingBody{closed: make(chan struct{})}
-				return &http.Response{StatusCode: 503, Body: trickle, Request: req}, nil
-			}
-			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
-		})
+		base := httpretrytest.NewScript(
+			// A 503 at 1.5 s whose body trickles a byte every 50 ms.
+			httpretrytest.Status(503).After(1500*time.Millisecond).Filler(1<<30).Slow(1, 50*time.Millisecond),
+			// The hedge, sent at 1 s, answers at 1.6 s.
+			httpretrytest.Status(200).After(600*time.Millisecond).Body("ok"))
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			Hedge: httpretry.HedgePolicy{Delay: time.Second},
 		}}
@@ -283,8 +283,9 @@ func TestRoundIsNotHeldUpByAFailure(t *testing.T) {
 		assert.Equal(t, 1600*time.Millisecond, time.Since(start), "the hedge's answer, as soon as it came")
 		resp.Body.Close()
 		synctest.Wait()
-		require.NotNil(t, trickle)
-		assert.Equal(t, 1, trickle.count, "the failed attempt's body closed once")
+		reqs := base.Requests()
+		require.Len(t, reqs, 2)
+		assert.EqualValues(t, 1, reqs[0].ResponseBody.Closes(), "the failed attempt's body closed once")
 	})
 }
 
@@ -296,21 +297,25 @@ func TestEveryHedgedAttemptIsReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Attempt 1 answers 503 at 3 s while attempt 2 (a hedge sent at 1 s)
 		// is still out; attempt 2 answers 200 at 3.5 s.
-		base := &slowBase{latency: []time.Duration{3 * time.Second, 2500 * time.Millisecond}, codes: []int{503, 200}}
+		base := httpretrytest.NewScript(
+			httpretrytest.Status(503).After(3*time.Second).RespondOnCancel(),
+			httpretrytest.Status(200).After(2500*time.Millisecond).RespondOnCancel(),
+		)
 		var got []httpretry.Attempt
-		var records int
+		var logged bytes.Buffer // one line per record, at every level
 		tr := &httpretry.Transport{Base: base,
 			Policy:    httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: time.Second}},
 			OnAttempt: func(a httpretry.Attempt) { got = append(got, a) },
-			Logger:    slog.New(countHandler{&records}),
+			Logger:    slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
 		synctest.Wait()
-		require.Len(t, base.seen, 2)
+		reqs := base.Requests()
+		require.Len(t, reqs, 2)
 		require.Len(t, got, 2, "one report per attempt Base saw")
-		assert.Equal(t, 2, records)
+		assert.Equal(t, 2, strings.Count(logged.String(), "\n"), "one log record per attempt")
 		assert.Equal(t, 1, got[0].N)
 		assert.Equal(t, 503, got[0].Response.StatusCode)
 		assert.False(t, got[0].Retry)
@@ -318,16 +323,60 @@ func TestEveryHedgedAttemptIsReported(t *testing.T) {
 		assert.Equal(t, 2, got[1].N)
 		assert.True(t, got[1].Hedge)
 		assert.Equal(t, httpretry.StopSuccess, got[1].Stop)
-		for i, b := range base.bodies {
-			assert.EqualValues(t, 1, b.closed.Load(), "body %d", i)
-		}
+		httpretrytest.CheckBodiesClosed(t, reqs)
 	})
 }
 
-// countHandler counts the records it is given, at every level.
-type countHandler struct{ n *int }
+// TestHedgesDoNotShareTheCallersHeader: attempts in flight at once are
+// clones, so a layer under the Transport that writes headers (against the
+// RoundTripper contract, as some signers do) neither races with another
+// attempt nor reaches the caller's request.
+func TestHedgesDoNotShareTheCallersHeader(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := httpretrytest.NewScript(httpretrytest.Status(200).After(10 * time.Second))
+		signer := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			req.Header.Set("Authorization", "sig") // a contract-breaking signer
+			return up.RoundTrip(req)
+		})
+		tr := &httpretry.Transport{Base: signer, Policy: httpretry.Policy{
+			Hedge: httpretry.HedgePolicy{Delay: time.Second, MaxHedges: 2},
+		}}
+		req := get(t, t.Context())
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		assert.Empty(t, req.Header.Get("Authorization"), "the caller's request is untouched")
+		assert.Len(t, up.Requests(), 3)
+	})
+}
 
-func (h countHandler) Enabled(context.Context, slog.Level) bool  { return true }
-func (h countHandler) Handle(context.Context, slog.Record) error { *h.n++; return nil }
-func (h countHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h countHandler) WithGroup(string) slog.Handler             { return h }
+// TestHedgesCarryPrepareRetrysEdits: the hedges of a retry round are sent
+// with the headers PrepareRetry set on the round's first attempt.
+func TestHedgesCarryPrepareRetrysEdits(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := httpretrytest.NewScript(httpretrytest.Status(401), httpretrytest.Status(200).After(10*time.Second), httpretrytest.Status(200))
+		tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{
+			Backoff:  backoff.Constant(0),
+			Hedge:    httpretry.HedgePolicy{Delay: time.Second},
+			Classify: unauthorizedIsTransient,
+			PrepareRetry: func(_ httpretry.Attempt, next *http.Request) error {
+				next.Header.Set("Authorization", "Bearer fresh")
+				return nil
+			},
+		}}
+		req := get(t, t.Context())
+		req.Header.Set("Authorization", "Bearer stale")
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		var auth []string
+		for _, r := range up.Requests() {
+			auth = append(auth, r.Header.Get("Authorization"))
+		}
+		assert.Equal(t, []string{"Bearer stale", "Bearer fresh", "Bearer fresh"}, auth, "the hedge of the retry round too")
+	})
+}

@@ -20,7 +20,8 @@ import (
 // MaxRetryAfter or the context's deadline.
 type HintPolicy struct {
 	// ShouldRetryHeader names a response header whose value "true" or
-	// "false" overrides the classification of the response, as Stripe's
+	// "false" overrides the classification of a failed response (a status
+	// of 400 or more; on a success it is ignored), as Stripe's
 	// Stripe-Should-Retry does. "true" means the server vouches that sending
 	// the request again is safe, whatever its method; "false" means do not
 	// retry. Other values are ignored. "" means no such header.
@@ -40,7 +41,20 @@ type HintPolicy struct {
 	// ResetFormat says how ResetHeader counts. The zero value is
 	// ResetDeltaSeconds.
 	ResetFormat ResetFormat
+
+	// RemainingHeader names a legacy header that counts the requests left
+	// before ResetHeader's reset, such as X-RateLimit-Remaining (GitHub,
+	// Stripe). It is read with ResetHeader, which must be set too, and only
+	// to pace requests (OverloadPolicy.Pace): while a response carrying
+	// both says requests are left, attempts go out as long as fewer than
+	// that many are in flight; once it says none are, they wait for the
+	// reset (see docs/overload.md). "" means none.
+	RemainingHeader string
 }
+
+// rateLimitField is the RateLimit header field's name in canonical form,
+// so that looking it up on every response does not allocate.
+const rateLimitField = "Ratelimit"
 
 // ResetFormat is the unit of a rate-limit reset header.
 type ResetFormat int
@@ -52,10 +66,12 @@ const (
 	ResetEpochSeconds
 )
 
-// shouldRetry reads the should-retry header: ClassNotProcessed for "true",
-// ClassFatal for "false", ClassDefault otherwise.
+// shouldRetry reads the should-retry header of a failure (a status of 400
+// or more): ClassNotProcessed for "true", ClassFatal for "false",
+// ClassDefault otherwise. On a success it says nothing: a request the
+// server carried out is never sent again on its word.
 func (h *HintPolicy) shouldRetry(resp *http.Response) Class {
-	if h.ShouldRetryHeader == "" || resp == nil {
+	if h.ShouldRetryHeader == "" || resp == nil || resp.StatusCode < 400 {
 		return ClassDefault
 	}
 	switch strings.ToLower(strings.TrimSpace(resp.Header.Get(h.ShouldRetryHeader))) {
@@ -103,7 +119,35 @@ func parseRateLimit(v string) (time.Duration, bool) {
 		best  time.Duration
 		found bool
 	)
-	for _, item := range strings.Split(v, ",") {
+	rateLimitItems(v, func(r, t int64) {
+		if r > 0 {
+			return
+		}
+		if d := time.Duration(t) * time.Second; !found || d > best {
+			best, found = d, true
+		}
+	})
+	return best, found
+}
+
+// parseRateLimitQuota reads the most constrained quota from a RateLimit
+// field value: the item with the fewest requests remaining (r), the longest
+// t among equals, and returns its r and t. Items without r are skipped:
+// they do not say what is left.
+func parseRateLimitQuota(v string) (reset time.Duration, remaining int64, ok bool) {
+	rateLimitItems(v, func(r, t int64) {
+		d := time.Duration(t) * time.Second
+		if r >= 0 && (!ok || r < remaining || r == remaining && d > reset) {
+			reset, remaining, ok = d, r, true
+		}
+	})
+	return reset, remaining, ok
+}
+
+// rateLimitItems calls f with the r (−1 when absent) and t of every item
+// of a RateLimit field value that has a usable t.
+func rateLimitItems(v string, f func(r, t int64)) {
+	for item := range strings.SplitSeq(v, ",") {
 		params := strings.Split(item, ";")
 		r, t := int64(-1), int64(-1)
 		for _, p := range params[1:] {
@@ -122,14 +166,10 @@ func parseRateLimit(v string) (time.Duration, bool) {
 				t = n
 			}
 		}
-		if t < 0 || r > 0 {
-			continue
-		}
-		if d := time.Duration(t) * time.Second; !found || d > best {
-			best, found = d, true
+		if t >= 0 {
+			f(r, t)
 		}
 	}
-	return best, found
 }
 
 // parseReset reads a legacy reset header as delta or epoch seconds. A reset

@@ -32,6 +32,34 @@ func TestParseRateLimit(t *testing.T) {
 	}
 }
 
+// TestParseRateLimitQuota: the pacer reads the item with the fewest
+// requests left, and skips items that do not say.
+func TestParseRateLimitQuota(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		v         string
+		reset     time.Duration
+		remaining int64
+		ok        bool
+	}{
+		{`"default";r=0;t=30`, 30 * time.Second, 0, true},
+		{`"default";r=5;t=30`, 30 * time.Second, 5, true},
+		{`"default";t=7`, 0, 0, false}, // no r: nothing known about what is left
+		{`"a";r=9;t=5, "b";r=2;t=60`, time.Minute, 2, true},
+		{`"a";r=2;t=5, "b";r=2;t=60`, time.Minute, 2, true}, // equals: the longer wait
+		{`"a";r=0;t=5, "b";t=60`, 5 * time.Second, 0, true},
+		{`"default";r=3`, 0, 0, false},
+		{`"default";r=-1;t=5`, 0, 0, false},
+		{`garbage`, 0, 0, false},
+	}
+	for _, tc := range cases {
+		reset, remaining, ok := parseRateLimitQuota(tc.v)
+		if reset != tc.reset || remaining != tc.remaining || ok != tc.ok {
+			t.Errorf("parseRateLimitQuota(%q) = %v, %d, %v; want %v, %d, %v", tc.v, reset, remaining, ok, tc.reset, tc.remaining, tc.ok)
+		}
+	}
+}
+
 func TestParseReset(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
@@ -65,6 +93,10 @@ func FuzzParseRateLimit(f *testing.F) {
 		d, ok := parseRateLimit(v)
 		if d < 0 || d > maxRetryAfterSeconds*time.Second || (!ok && d != 0) {
 			t.Fatalf("parseRateLimit(%q) = %v, %v", v, d, ok)
+		}
+		reset, left, ok := parseRateLimitQuota(v)
+		if reset < 0 || reset > maxRetryAfterSeconds*time.Second || left < 0 || (!ok && (reset != 0 || left != 0)) {
+			t.Fatalf("parseRateLimitQuota(%q) = %v, %d, %v", v, reset, left, ok)
 		}
 	})
 }

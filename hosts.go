@@ -160,6 +160,8 @@ func fieldIsZero(p *Policy, name string) bool {
 		return p.NewBudget == nil
 	case "Breaker":
 		return p.Breaker == (BreakerPolicy{})
+	case "Overload":
+		return p.Overload == (OverloadPolicy{})
 	}
 	panic("httpretry: unknown per-host field " + name)
 }

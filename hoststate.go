@@ -8,10 +8,12 @@ import (
 	"time"
 )
 
-// Bounds on per-host state. A host gets state at its first failure (or, for
-// a mechanism that learns from every request, at its first request); a host
-// that has only succeeded holds none, since a full budget and a closed
-// breaker with no failures behave exactly like new ones.
+// Bounds on per-host state. A host gets state at its first failure or its
+// first hedge (or, with adaptive hedging or an overload control, which
+// learn from every request, at its first request); a host that has only
+// succeeded holds none, since a full budget and a closed breaker with no
+// failures behave exactly like new
+// ones.
 const (
 	// maxHosts bounds the hosts with state. Past it, entries at rest go
 	// first, then the least recently used.
@@ -29,11 +31,27 @@ type hostState struct {
 	budget  Budget
 	breaker *breaker
 
+	// The overload controls, each nil when its policy is off.
+	throttle *throttle
+	limiter  *limiter
+	pacer    *pacer
+
+	// Hedging's state, attached by the first request whose policy needs
+	// it (the policies that reach a host may differ by path): the
+	// latency of its first attempts, nil until a request with adaptive
+	// hedging, and the hedge budget, nil until a hedge or such a request.
+	latency atomic.Pointer[latencyEstimator]
+	hedges  atomic.Pointer[hedgeBudget]
+
 	lastUsed    atomic.Int64 // Unix nanoseconds
 	attempts    atomic.Int64
 	retries     atomic.Int64
 	lastClass   atomic.Int32 // Class of the last failure
 	lastFailure atomic.Int64 // Unix nanoseconds of the last failure, 0 if none
+
+	budgetRefusals  atomic.Int64 // retries the budget refused
+	hedgeRefusals   atomic.Int64 // hedges the hedge budget refused
+	breakerRefusals atomic.Int64 // attempts not sent because the breaker was open
 }
 
 // atRest reports whether the state behaves as new state would, so that
@@ -52,7 +70,34 @@ func (s *hostState) atRest(now time.Time) bool {
 	default:
 		return false // a budget of the caller's: only idleness drops it
 	}
-	return s.breaker == nil || s.breaker.atRest()
+	if l := s.latency.Load(); l != nil && !l.atRest(now) {
+		return false
+	}
+	if h := s.hedges.Load(); h != nil && !h.atRest() {
+		return false
+	}
+	return (s.breaker == nil || s.breaker.atRest()) &&
+		s.throttle.atRest(now) && s.limiter.atRest(now) && s.pacer.atRest(now)
+}
+
+// estimator returns the host's latency estimator, attaching one for
+// policy a if it has none.
+func (s *hostState) estimator(a *adaptiveHedge) *latencyEstimator {
+	if e := s.latency.Load(); e != nil {
+		return e
+	}
+	s.latency.CompareAndSwap(nil, newLatencyEstimator(a.q, a.minSamples, idleAfter))
+	return s.latency.Load()
+}
+
+// hedgeBudget returns the host's hedge budget, attaching one if it has
+// none.
+func (s *hostState) hedgeBudget() *hedgeBudget {
+	if b := s.hedges.Load(); b != nil {
+		return b
+	}
+	s.hedges.CompareAndSwap(nil, newHedgeBudget(hedgeRatio, hedgeBurst, hedgeKeep))
+	return s.hedges.Load()
 }
 
 func (s *hostState) touch(now time.Time) { s.lastUsed.Store(now.UnixNano()) }
@@ -93,6 +138,17 @@ func (t *hostStates) create(h hostPort, p *policy, now time.Time) *hostState {
 	s := &hostState{key: key, budget: p.budgetFor(key)}
 	if p.breaker != nil {
 		s.breaker = newBreaker(key, p.breaker)
+	}
+	if o := p.overload; o != nil {
+		if o.Throttle {
+			s.throttle = newThrottle(throttleConfig{K: o.ThrottleK, Window: o.ThrottleWindow})
+		}
+		if o.Limit {
+			s.limiter = newLimiter(limiterConfig{Max: o.LimitMax, Min: o.LimitMin, Queue: o.LimitQueue})
+		}
+		if o.Pace {
+			s.pacer = newPacer()
+		}
 	}
 	s.touch(now)
 	v, loaded := t.m.LoadOrStore(h, s)

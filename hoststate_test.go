@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,17 +16,8 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
-
-// hostsBase answers 503 for hosts whose name starts with "down", 200 for
-// the others.
-var hostsBase = roundTripFunc(func(req *http.Request) (*http.Response, error) {
-	code := 200
-	if len(req.URL.Host) >= 4 && req.URL.Host[:4] == "down" {
-		code = 503
-	}
-	return &http.Response{StatusCode: code, Body: http.NoBody}, nil
-})
 
 func sendTo(t testing.TB, tr *httpretry.Transport, host string) {
 	req, _ := http.NewRequest(http.MethodGet, "https://"+host+"/", nil)
@@ -40,7 +32,17 @@ func sendTo(t testing.TB, tr *httpretry.Transport, host string) {
 func TestPerHostStateIsBounded(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		tr := &httpretry.Transport{Base: hostsBase, Policy: httpretry.Policy{
+		// Hosts whose name starts with "down" answer 503, the others 200.
+		// Not a Script: its record of 32,000 requests would double the
+		// test's time under -race, and nothing here reads it.
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			code := 200
+			if strings.HasPrefix(req.URL.Host, "down") {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody}, nil
+		})
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 			MaxAttempts: 1,
 			Breaker:     httpretry.BreakerPolicy{ConsecutiveFailures: 5},
 		}}
@@ -71,7 +73,7 @@ func TestIdleStateIsDropped(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var down = map[string]bool{"a.example.com": true, "b.example.com": true}
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			code := 200
 			if down[req.URL.Host] {
 				code = 503
@@ -121,6 +123,11 @@ func BenchmarkHostStateMemory(b *testing.B) {
 	for i, n := range names {
 		reqs[i], _ = http.NewRequest(http.MethodGet, "https://"+n+"/", nil)
 	}
+	// Every host answers 200. Not a Script, whose record of a million
+	// requests would be the heap's growth.
+	healthy := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	})
 	for _, tc := range []struct {
 		name   string
 		policy httpretry.Policy
@@ -132,7 +139,7 @@ func BenchmarkHostStateMemory(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			var grown float64
 			for range b.N {
-				tr := &httpretry.Transport{Base: hostsBase, Policy: tc.policy}
+				tr := &httpretry.Transport{Base: healthy, Policy: tc.policy}
 				before := heapInUse()
 				for _, req := range reqs {
 					resp, err := tr.RoundTrip(req)
@@ -176,7 +183,7 @@ func TestNewBudgetOncePerHost(t *testing.T) {
 		}
 		return httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
 	}
-	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		code := 200
 		if n, _ := httpretry.AttemptFromContext(req.Context()); n == 1 {
 			code = 503

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -49,7 +50,7 @@ func TestIdempotencyKeys(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				fake := newFake(t, status(503), status(502), status(201))
+				fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(502), httpretrytest.Status(201))
 				tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Keys: tc.keys}}
 				req, err := http.NewRequestWithContext(t.Context(), tc.method, site, strings.NewReader(`{"amount":100}`))
 				require.NoError(t, err)
@@ -61,18 +62,18 @@ func TestIdempotencyKeys(t *testing.T) {
 				require.NoError(t, err)
 				resp.Body.Close()
 				assert.Equal(t, before, req.Header, "the caller's headers are untouched")
-				seen := fake.attempts()
+				seen := fake.Requests()
 				require.Len(t, seen, tc.attempts)
 				for _, s := range seen {
-					assert.Equal(t, `{"amount":100}`, s.body, "the same body on every attempt")
+					assert.Equal(t, `{"amount":100}`, string(s.Body), "the same body on every attempt")
 					if tc.wantName == "" {
-						assert.Empty(t, s.header.Values("Idempotency-Key"))
+						assert.Empty(t, s.Header.Values("Idempotency-Key"))
 						continue
 					}
-					vs := s.header.Values(tc.wantName)
+					vs := s.Header.Values(tc.wantName)
 					require.Len(t, vs, 1)
 					assert.True(t, tc.check(vs[0]), "key %q", vs[0])
-					assert.Equal(t, seen[0].header.Get(tc.wantName), vs[0], "one key per logical request")
+					assert.Equal(t, seen[0].Header.Get(tc.wantName), vs[0], "one key per logical request")
 				}
 			})
 		})
@@ -81,7 +82,7 @@ func TestIdempotencyKeys(t *testing.T) {
 
 func TestKeysDifferAcrossRequests(t *testing.T) {
 	t.Parallel()
-	fake := newFake(t, status(200))
+	fake := httpretrytest.NewScript(httpretrytest.Status(200))
 	tr := &httpretry.Transport{Base: fake}
 	for range 2 {
 		req, _ := http.NewRequest(http.MethodPost, site, strings.NewReader("x"))
@@ -89,22 +90,22 @@ func TestKeysDifferAcrossRequests(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
-	seen := fake.attempts()
-	assert.NotEqual(t, seen[0].header.Get("Idempotency-Key"), seen[1].header.Get("Idempotency-Key"))
+	seen := fake.Requests()
+	assert.NotEqual(t, seen[0].Header.Get("Idempotency-Key"), seen[1].Header.Get("Idempotency-Key"))
 }
 
 func TestBadKeyGenerator(t *testing.T) {
 	t.Parallel()
 	for _, k := range []string{"", "a\nb"} {
-		fake := newFake(t, status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Keys: httpretry.KeyPolicy{New: func() string { return k }}}}
-		body := newCountingBody("x")
+		body := httpretrytest.NewBody("x")
 		req, _ := http.NewRequest(http.MethodPost, site, body)
 		_, err := tr.RoundTrip(req)
 		assert.ErrorContains(t, err, "Keys.New")
 		assert.ErrorIs(t, err, httpretry.ErrInvalidPolicy, "a generator that returns no key is a configuration error")
-		assert.Empty(t, fake.attempts())
-		assert.EqualValues(t, 1, body.closed.Load())
+		assert.Empty(t, fake.Requests())
+		assert.Equal(t, 1, body.Closes())
 
 		bodiless, _ := http.NewRequest(http.MethodPost, site, nil)
 		_, err = tr.RoundTrip(bodiless)
@@ -115,14 +116,14 @@ func TestBadKeyGenerator(t *testing.T) {
 func TestAttemptHeader(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503), status(503), status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(503), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{AttemptHeader: "x-attempt", Backoff: backoff.Constant(0)}}
 		req := get(t, t.Context())
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		resp.Body.Close()
-		for i, s := range fake.attempts() {
-			assert.Equal(t, []string{string(rune('1' + i))}, s.header["X-Attempt"])
+		for i, s := range fake.Requests() {
+			assert.Equal(t, []string{string(rune('1' + i))}, s.Header["X-Attempt"])
 		}
 		assert.Empty(t, req.Header)
 	})
@@ -134,7 +135,7 @@ func TestAttemptHeader(t *testing.T) {
 func TestCustomKeyHeaderCountsEverywhere(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(409), status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(409), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Backoff: backoff.Constant(0),
 			Keys:    httpretry.KeyPolicy{Header: "X-Request-Key"},
@@ -145,10 +146,10 @@ func TestCustomKeyHeaderCountsEverywhere(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode, "409 on a keyed request is retried")
-		require.Len(t, fake.attempts(), 2)
-		for _, s := range fake.attempts() {
-			assert.Equal(t, "caller-key", s.header.Get("X-Request-Key"))
-			assert.Empty(t, s.header.Get("Idempotency-Key"), "the caller's key is not doubled")
+		require.Len(t, fake.Requests(), 2)
+		for _, s := range fake.Requests() {
+			assert.Equal(t, "caller-key", s.Header.Get("X-Request-Key"))
+			assert.Empty(t, s.Header.Get("Idempotency-Key"), "the caller's key is not doubled")
 		}
 	})
 }
@@ -163,14 +164,14 @@ func TestAttemptHeaderMustNotBeAKeyHeader(t *testing.T) {
 		{AttemptHeader: "x-idempotency-key"},
 		{AttemptHeader: "X-Key", Keys: httpretry.KeyPolicy{Header: "x-key"}},
 	} {
-		fake := newFake(t, status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: p}
 		assert.ErrorIs(t, tr.Validate(), httpretry.ErrInvalidPolicy)
 		assert.ErrorContains(t, tr.Validate(), "Transport.Policy.AttemptHeader")
 		req, _ := http.NewRequest(http.MethodPost, site, strings.NewReader("x"))
 		_, err := tr.RoundTrip(req)
 		assert.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
-		assert.Empty(t, fake.attempts())
+		assert.Empty(t, fake.Requests())
 	}
 	// Inherited halves conflict too: the entry that combines them is named.
 	tr := &httpretry.Transport{Policy: httpretry.Policy{AttemptHeader: "X-Key"},

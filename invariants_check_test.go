@@ -187,7 +187,7 @@ func (r *run) modelClass(e *effPolicy, b *baseRec) (httpretry.Class, bool) {
 		}
 		return kind, true
 	}
-	if r.s.pol.should {
+	if r.s.pol.should && status >= 400 { // the hint speaks about failures only
 		switch strings.ToLower(strings.TrimSpace(b.resp.Header.Get(shouldHeader))) {
 		case "true":
 			return httpretry.ClassNotProcessed, true

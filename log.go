@@ -62,7 +62,8 @@ func (c *callState) observe(ctx context.Context, a *Attempt) {
 	t.Logger.LogAttrs(ctx, level, msg, attrs...)
 }
 
-// logRefusal logs a retry that was decided but not sent.
+// logRefusal logs an attempt that was not sent: a retry that was decided,
+// or the first attempt of a call, which then ends having sent nothing.
 func (c *callState) logRefusal(ctx context.Context, r *refusal) {
 	if c.t.Logger == nil || !c.t.Logger.Enabled(ctx, slog.LevelWarn) {
 		return
@@ -74,7 +75,11 @@ func (c *callState) logRefusal(ctx context.Context, r *refusal) {
 		slog.String("stop", r.reason.String()),
 		slog.String("error", errorText(r.err)),
 	}
-	c.t.Logger.LogAttrs(ctx, slog.LevelWarn, "httpretry: retry not sent", c.appendBudget(attrs)...)
+	msg := "httpretry: retry not sent"
+	if c.sent == 0 {
+		msg = "httpretry: request not sent"
+	}
+	c.t.Logger.LogAttrs(ctx, slog.LevelWarn, msg, c.appendBudget(attrs)...)
 }
 
 func (c *callState) appendBudget(attrs []slog.Attr) []slog.Attr {

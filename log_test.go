@@ -17,6 +17,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 func TestLogging(t *testing.T) {
@@ -24,7 +25,7 @@ func TestLogging(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		fake := newFake(t, retryAfter(429, "2"), status(503), status(200))
+		fake := httpretrytest.NewScript(httpretrytest.RetryAfter(429, "2"), httpretrytest.Status(503), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Logger: logger, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost,
 			"https://alice:hunter2@api.example.com/v1/charges?api_key=sk_live_123&amount=5", strings.NewReader("{}"))
@@ -60,7 +61,7 @@ func TestLoggingGivingUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&buf, nil))
-		fake := newFake(t, failWith(dialRefused()))
+		fake := httpretrytest.NewScript(httpretrytest.Fail(httpretrytest.DialRefused()))
 		tr := &httpretry.Transport{Base: fake, Logger: logger, Policy: httpretry.Policy{MaxAttempts: 2, Backoff: backoff.Constant(0)}}
 		_, err := tr.RoundTrip(get(t, t.Context()))
 		require.Error(t, err)
@@ -76,7 +77,7 @@ func TestOnAttempt(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var got []httpretry.Attempt
-		fake := newFake(t, status(503), status(404))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(404))
 		tr := &httpretry.Transport{Base: fake, OnAttempt: func(a httpretry.Attempt) { got = append(got, a) },
 			Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
 		resp, err := tr.RoundTrip(get(t, context.Background()))
@@ -104,10 +105,10 @@ func TestLogRedactsURLsInErrors(t *testing.T) {
 		var buf bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		secretURL := "https://alice:hunter2@api.example.com/v1/x?token=sk_live_123#frag"
-		fake := newFake(t,
-			failWith(&url.Error{Op: "Get", URL: secretURL, Err: syscall.ECONNRESET}),
-			failWith(fmt.Errorf("proxy said no to %s and to ftp://bob:pw@files.example.com/a?b=c: %w", secretURL, syscall.ECONNRESET)),
-			status(200))
+		fake := httpretrytest.NewScript(
+			httpretrytest.Fail(&url.Error{Op: "Get", URL: secretURL, Err: syscall.ECONNRESET}),
+			httpretrytest.Fail(fmt.Errorf("proxy said no to %s and to ftp://bob:pw@files.example.com/a?b=c: %w", secretURL, syscall.ECONNRESET)),
+			httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Logger: logger, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)

@@ -17,9 +17,9 @@ type overrides []func(*Policy)
 // function of the innermost context runs last. A nil f adds nothing.
 //
 // Because it travels in the request's context, WithPolicy reaches through
-// any SDK that takes a context.Context. Per-host state stays per host:
-// a call cannot change NewBudget or Breaker, and its retries are charged to
-// the host's budget like any other. An edit that makes the policy invalid,
+// any SDK that takes a context.Context. Per-host state stays per host: a
+// call cannot change NewBudget, Breaker or Overload, and its retries are
+// charged to the host's budget like any other. An edit that makes the policy invalid,
 // or changes a per-host setting, fails the request with ErrInvalidPolicy.
 func WithPolicy(ctx context.Context, f func(p *Policy)) context.Context {
 	if f == nil {
@@ -56,7 +56,8 @@ func (p *policy) override(fs overrides) (*policy, error) {
 	for _, f := range fs {
 		f(&edited)
 	}
-	if field := edited.changedPerHost(&base); field != "" {
+	resolved := edited.resolved() // a per-host field set to zero means its default, as at the host
+	if field := resolved.changedPerHost(&base); field != "" {
 		return nil, invalidf("WithPolicy."+field, "is per host and cannot be changed per request")
 	}
 	errs := edited.check("WithPolicy")

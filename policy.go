@@ -18,7 +18,7 @@ import (
 // A Policy is never written to: defaults are resolved when it is used, so
 // one value can be shared. In Transport.Hosts and in WithPolicy a field left
 // zero inherits (see Transport.Hosts); the sub-policies (Keys, Breaker,
-// Hedge, Hints) are inherited or replaced as a whole.
+// Overload, Hedge, Hints) are inherited or replaced as a whole.
 type Policy struct {
 	// MaxAttempts counts tries including the first, hedges included. 0
 	// means 4; 1 disables retries. A negative value is invalid.
@@ -40,8 +40,9 @@ type Policy struct {
 
 	// MaxRetryAfter is the longest server-requested wait obeyed. A response
 	// asking for more (Retry-After or a rate-limit hint) ends retrying and is
-	// returned to the caller at once. 0 means 60 s. A negative value is
-	// invalid.
+	// returned to the caller at once; a request paced by an announced rate
+	// limit (OverloadPolicy.Pace) that resets later is refused. 0 means 60 s.
+	// A negative value is invalid.
 	MaxRetryAfter time.Duration
 
 	// MaxReplayBytes limits how much of a request body without GetBody is
@@ -94,6 +95,12 @@ type Policy struct {
 	// cannot change it.
 	Breaker BreakerPolicy
 
+	// Overload turns on the overload controls per host: adaptive
+	// throttling, an adaptive concurrency limit, pacing by the host's
+	// announced rate limit. The zero value turns none on. It is a per-host
+	// setting: a path key in Hosts and WithPolicy cannot change it.
+	Overload OverloadPolicy
+
 	// Hedge configures hedged attempts for requests that are safe to send
 	// twice. The zero value sends none.
 	Hedge HedgePolicy
@@ -113,19 +120,26 @@ const (
 
 // perHostFields are the Policy fields that configure per-host state. They
 // are set per host: a path key or a per-request override cannot change
-// them, so that every request to a host shares one budget and one breaker.
-var perHostFields = []string{"NewBudget", "Breaker"}
+// them, so that every request to a host shares one budget, one breaker and
+// one set of overload controls.
+var perHostFields = []string{"NewBudget", "Breaker", "Overload"}
 
 // inherit returns p with every field it leaves zero taken from parent.
 // Sub-policies are taken as a whole.
 func (p Policy) inherit(parent Policy) Policy {
-	c, pv := reflect.ValueOf(&p).Elem(), reflect.ValueOf(parent)
+	inheritZero(&p, parent)
+	return p
+}
+
+// inheritZero sets every field of the struct *dst that is zero to that
+// field of parent, a value of the same struct type.
+func inheritZero[T any](dst *T, parent T) {
+	c, pv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(parent)
 	for i := range c.NumField() {
 		if c.Field(i).IsZero() {
 			c.Field(i).Set(pv.Field(i))
 		}
 	}
-	return p
 }
 
 // resolved returns p with the defaults of its scalar settings filled in,
@@ -179,8 +193,10 @@ type policy struct {
 	quoted         bool
 	attemptHeader  string
 	newBudget      func(string) Budget
-	breaker        *BreakerPolicy // nil: no breaker
-	hedgeDelay     time.Duration  // 0: no hedging
+	breaker        *BreakerPolicy  // nil: no breaker
+	overload       *OverloadPolicy // nil: no overload control
+	hedgeDelay     time.Duration   // the fixed delay, or the adaptive delay's fallback; 0: none
+	adaptive       *adaptiveHedge  // nil: the fixed delay only
 	maxHedges      int
 	hints          HintPolicy
 }
@@ -205,6 +221,10 @@ func compile(p Policy) *policy {
 		newBudget:      p.NewBudget,
 		hints:          p.Hints,
 	}
+	// Canonical header names, so that reading them from every response,
+	// as pacing does, does not allocate.
+	c.hints.ResetHeader = http.CanonicalHeaderKey(c.hints.ResetHeader)
+	c.hints.RemainingHeader = http.CanonicalHeaderKey(c.hints.RemainingHeader)
 	if c.backoff == nil {
 		c.backoff = backoff.Default()
 	}
@@ -227,16 +247,34 @@ func compile(p Policy) *policy {
 		b := p.Breaker
 		c.breaker = &b
 	}
-	if !p.Hedge.Disabled && p.Hedge.Delay > 0 && c.maxAttempts > 1 {
-		c.hedgeDelay = p.Hedge.Delay
-		c.maxHedges = min(cmp.Or(p.Hedge.MaxHedges, 1), c.maxAttempts-1)
+	if p.Overload.on() {
+		o := p.Overload
+		c.overload = &o
+	}
+	if h := p.Hedge; !h.Disabled && (h.Delay > 0 || h.Adaptive) && c.maxAttempts > 1 {
+		c.hedgeDelay = h.Delay
+		c.maxHedges = min(cmp.Or(h.MaxHedges, 1), c.maxAttempts-1)
+		if h.Adaptive {
+			c.adaptive = &adaptiveHedge{
+				q:          cmp.Or(h.Quantile, DefaultHedgeQuantile),
+				minSamples: cmp.Or(h.MinSamples, DefaultHedgeMinSamples),
+				minDelay:   h.MinDelay,
+				maxDelay:   h.MaxDelay,
+			}
+		}
 	}
 	return c
 }
 
 // stateful reports whether the policy keeps state per host.
 func (p *policy) stateful() bool {
-	return p.newBudget != nil || p.breaker != nil
+	return p.newBudget != nil || p.breaker != nil || p.overload != nil || p.hedges()
+}
+
+// hedges reports whether the policy sends hedges, now or once its host's
+// latency is learnt.
+func (p *policy) hedges() bool {
+	return p.hedgeDelay > 0 || p.adaptive != nil
 }
 
 // isNoBudget reports whether f is NoBudget.

@@ -12,21 +12,8 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
-
-// policyFor reports which policy a URL gets, by giving each policy a
-// distinct MaxAttempts and counting attempts against an always-503 Base.
-func policyFor(t *testing.T, hosts map[string]httpretry.Policy, rawURL string) int {
-	t.Helper()
-	fake := newFake(t, status(503))
-	tr := &httpretry.Transport{Base: fake, Hosts: hosts, Policy: httpretry.Policy{MaxAttempts: 1}}
-	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
-	require.NoError(t, err)
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	return len(fake.attempts())
-}
 
 func TestHostSelection(t *testing.T) {
 	t.Parallel()
@@ -63,7 +50,10 @@ func TestHostSelection(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.url, func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, tc.want, policyFor(t, hosts, tc.url))
+			// Each policy has its own MaxAttempts: the count of attempts
+			// names the one the URL got.
+			tr := &httpretry.Transport{Hosts: hosts, Policy: httpretry.Policy{MaxAttempts: 1}}
+			assert.Equal(t, tc.want, attemptsFor(t, tr, tc.url))
 		})
 	}
 }
@@ -92,16 +82,16 @@ func TestInvalidConfiguration(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fake := newFake(t, status(200))
+			fake := httpretrytest.NewScript(httpretrytest.Status(200))
 			tc.tr.Base = fake
-			body := newCountingBody("x")
+			body := httpretrytest.NewBody("x")
 			req, _ := http.NewRequest(http.MethodPost, site, body)
 			resp, err := tc.tr.RoundTrip(req)
 			assert.Nil(t, resp)
 			assert.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
 			assert.ErrorContains(t, err, tc.inText)
-			assert.Empty(t, fake.attempts(), "nothing is sent")
-			assert.EqualValues(t, 1, body.closed.Load())
+			assert.Empty(t, fake.Requests(), "nothing is sent")
+			assert.Equal(t, 1, body.Closes())
 		})
 	}
 }
@@ -123,7 +113,7 @@ func TestInvalidRequests(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			body := newCountingBody("x")
+			body := httpretrytest.NewBody("x")
 			req, _ := http.NewRequest(http.MethodPost, site, body)
 			tc.mutate(req)
 			resp, err := (&httpretry.Transport{}).RoundTrip(req)
@@ -133,7 +123,7 @@ func TestInvalidRequests(t *testing.T) {
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, httpretry.StopInvalid, re.Reason)
 			assert.Zero(t, re.Attempts)
-			assert.EqualValues(t, 1, body.closed.Load())
+			assert.Equal(t, 1, body.Closes())
 		})
 	}
 	t.Run("nil request", func(t *testing.T) {
@@ -149,7 +139,7 @@ func FuzzHostPattern(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pattern, host string) {
 		u := &url.URL{Scheme: "https", Host: host, Path: "/"}
 		tr := &httpretry.Transport{
-			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			Base: httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) {
 				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
 			}),
 			Hosts: map[string]httpretry.Policy{pattern: {MaxAttempts: 2}},

@@ -3,7 +3,6 @@ package httpretry
 import (
 	"fmt"
 	"math"
-	"sync/atomic"
 	"time"
 )
 
@@ -16,38 +15,34 @@ type RatioConfig struct {
 	// resolution of one tenth of it; 0 means 10 s.
 	Window time.Duration
 	// MinPerSecond is a floor of retries per second always allowed, so that
-	// a host with little traffic can still retry; 0 means 1. A negative
-	// value means no floor.
+	// a host with little traffic can still retry, counted over the window
+	// (1 per second over 10 s allows 10 at once from a quiet start); 0 means
+	// 1. A negative value means no floor.
 	MinPerSecond float64
 }
 
-// ratioSlots is the number of buckets the window is divided into. One more
-// is kept: the oldest, partly inside the window, whose counts fade out as
-// the current slot fills, so the allowance is released smoothly rather than
-// a slot's worth at a time.
-const ratioSlots = 10
-
 // RatioBudget allows a retry while retries in the sliding window stay below
 // Ratio × requests in it, or below the MinPerSecond floor. Under sustained
-// total failure, attempts per request settle at about 1 + Ratio. It is safe
-// for concurrent use and lock-free; counts at a slot boundary are
-// approximate by a few requests.
+// total failure, attempts per request settle at about 1 + Ratio. The window
+// has a resolution of a tenth of its length; the oldest tenth fades out as
+// the newest fills, so the allowance is released smoothly. It is safe for
+// concurrent use and lock-free; counts at a slot boundary are approximate by
+// a few requests.
 //
 // The methods of the Budget interface read the clock; their At forms take
 // the time instead, for simulations on a virtual clock, as
 // golang.org/x/time/rate's AllowN does. Any time.Time is accepted, before
-// 1970 included.
+// 1970 included. Create one with NewRatioBudget: the zero value has no
+// ratio and no floor, and refuses every retry.
 type RatioBudget struct {
 	ratio, floor float64
-	slot         time.Duration
-	slots        [ratioSlots + 1]ratioSlot
+	w            window // counters: ratioRequests, ratioRetries
 }
 
-type ratioSlot struct {
-	epoch   atomic.Int64 // which slot-length interval since the Unix epoch the counts belong to
-	reqs    atomic.Int64
-	retries atomic.Int64
-}
+const (
+	ratioRequests = iota
+	ratioRetries
+)
 
 // NewRatioBudget returns an empty ratio budget. Nonsense values (NaN,
 // negative ratio or window) are treated as zero, which selects the default.
@@ -70,64 +65,15 @@ func NewRatioBudget(c RatioConfig) *RatioBudget {
 	return &RatioBudget{
 		ratio: ratio,
 		floor: min(floor, math.MaxFloat64/window.Seconds()) * window.Seconds(),
-		slot:  max(window/ratioSlots, time.Nanosecond),
+		w:     newWindow(window),
 	}
-}
-
-// epoch returns the index of the slot-length interval holding now, rounded
-// towards minus infinity so that times before 1970 work too.
-func (b *RatioBudget) epoch(now time.Time) (e int64, into float64) {
-	ns, slot := now.UnixNano(), int64(b.slot)
-	e, r := ns/slot, ns%slot
-	if r < 0 {
-		e, r = e-1, r+slot
-	}
-	return e, float64(r) / float64(slot)
-}
-
-func (b *RatioBudget) current(e int64) *ratioSlot {
-	i := e % (ratioSlots + 1)
-	if i < 0 {
-		i += ratioSlots + 1
-	}
-	s := &b.slots[i]
-	if old := s.epoch.Load(); old != e && s.epoch.CompareAndSwap(old, e) {
-		s.reqs.Store(0)
-		s.retries.Store(0)
-	}
-	return s
-}
-
-// window returns the requests and retries in the window ending at epoch e,
-// a fraction into of the way through its slot.
-func (b *RatioBudget) window(e int64, into float64) (reqs, retries float64) {
-	// The window is the last ratioSlots slots: the current one, partly
-	// elapsed, the full ones before it, and the part of the oldest that the
-	// current one has not yet replaced.
-	fade := 1 - into
-	for i := range b.slots {
-		s := &b.slots[i]
-		w := 1.0
-		switch ep := s.epoch.Load(); {
-		case ep == e-ratioSlots:
-			w = fade
-		case ep <= e-ratioSlots || ep > e:
-			continue
-		}
-		reqs += w * float64(s.reqs.Load())
-		retries += w * float64(s.retries.Load())
-	}
-	return reqs, retries
 }
 
 // Begin counts a request now.
 func (b *RatioBudget) Begin() { b.BeginAt(time.Now()) }
 
 // BeginAt counts a request at now.
-func (b *RatioBudget) BeginAt(now time.Time) {
-	e, _ := b.epoch(now)
-	b.current(e).reqs.Add(1)
-}
+func (b *RatioBudget) BeginAt(now time.Time) { b.w.add(now, ratioRequests, 1) }
 
 // AllowRetry counts and allows a retry now if the window has room for it.
 func (b *RatioBudget) AllowRetry(timeout bool) bool { return b.AllowRetryAt(time.Now(), timeout) }
@@ -135,13 +81,11 @@ func (b *RatioBudget) AllowRetry(timeout bool) bool { return b.AllowRetryAt(time
 // AllowRetryAt counts and allows a retry at now if the window has room for
 // it.
 func (b *RatioBudget) AllowRetryAt(now time.Time, _ bool) bool {
-	e, into := b.epoch(now)
-	cur := b.current(e)
-	reqs, retries := b.window(e, into)
-	if retries >= max(b.ratio*reqs, b.floor) {
+	sums := b.w.sums(now)
+	if sums[ratioRetries] >= max(b.ratio*sums[ratioRequests], b.floor) {
 		return false
 	}
-	cur.retries.Add(1)
+	b.w.add(now, ratioRetries, 1)
 	return true
 }
 
@@ -149,24 +93,7 @@ func (b *RatioBudget) AllowRetryAt(now time.Time, _ bool) bool {
 func (b *RatioBudget) Refund(timeout bool) { b.RefundAt(time.Now(), timeout) }
 
 // RefundAt uncounts, at now, a retry that was allowed but not sent.
-func (b *RatioBudget) RefundAt(now time.Time, _ bool) {
-	e, _ := b.epoch(now)
-	for i := range ratioSlots + 1 {
-		s := &b.slots[((e-int64(i))%(ratioSlots+1)+ratioSlots+1)%(ratioSlots+1)]
-		if s.epoch.Load() != e-int64(i) {
-			continue
-		}
-		for {
-			n := s.retries.Load()
-			if n <= 0 {
-				break
-			}
-			if s.retries.CompareAndSwap(n, n-1) {
-				return
-			}
-		}
-	}
-}
+func (b *RatioBudget) RefundAt(now time.Time, _ bool) { b.w.add(now, ratioRetries, -1) }
 
 // Succeeded does nothing: the ratio counts requests, not outcomes.
 func (b *RatioBudget) Succeeded(bool, bool) {}
@@ -179,9 +106,9 @@ func (b *RatioBudget) Level() (available, capacity float64) {
 
 // LevelAt returns the retries the window allows at now and its allowance.
 func (b *RatioBudget) LevelAt(now time.Time) (available, capacity float64) {
-	reqs, retries := b.window(b.epoch(now))
-	capacity = max(b.ratio*reqs, b.floor)
-	return max(capacity-retries, 0), capacity
+	sums := b.w.sums(now)
+	capacity = max(b.ratio*sums[ratioRequests], b.floor)
+	return max(capacity-sums[ratioRetries], 0), capacity
 }
 
 // String describes the budget's state, as logged with each attempt.
@@ -193,6 +120,5 @@ func (b *RatioBudget) String() string {
 // idle reports whether no retry is counted in the window at now: the
 // budget then allows what a new one would.
 func (b *RatioBudget) idle(now time.Time) bool {
-	_, retries := b.window(b.epoch(now))
-	return retries == 0
+	return b.w.sums(now)[ratioRetries] <= 0
 }

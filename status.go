@@ -283,7 +283,7 @@ func errorTree(err error) []error {
 	var out []error
 	var walk func(error)
 	walk = func(e error) {
-		if e == nil || len(out) >= 64 {
+		if e == nil || len(out) >= maxErrorTree {
 			return
 		}
 		out = append(out, e)
@@ -325,8 +325,8 @@ func wellFormed(err error) (ok bool) {
 		if e == nil {
 			return true
 		}
-		if seen++; seen > 64 {
-			return true
+		if seen++; seen > maxErrorTree {
+			return false // a chain this deep is a loop: errors.Is would never end
 		}
 		if v := reflect.ValueOf(e); v.Kind() == reflect.Pointer && v.IsNil() {
 			return false
@@ -344,8 +344,19 @@ func wellFormed(err error) (ok bool) {
 		}
 		return true
 	}
-	return walk(err)
+	if !walk(err) {
+		return false
+	}
+	// Every Is and As method in the tree runs here once, under recover:
+	// the Transport and its caller call errors.Is on it later.
+	_ = errors.Is(err, ErrCircuitOpen)
+	var target *net.OpError
+	_ = errors.As(err, &target)
+	return true
 }
+
+// maxErrorTree bounds how many errors one error may wrap.
+const maxErrorTree = 64
 
 // maxRetryAfterSeconds bounds delay-seconds before conversion so that
 // n·time.Second cannot overflow; anything larger is ignored as hostile.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -95,15 +96,15 @@ func TestRetryAfter(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
-				h := http.Header{}
+				first := httpretrytest.Status(429)
 				for _, v := range tc.header {
 					if rest, ok := strings.CutPrefix(v, "DATE"); ok {
 						d, _ := time.ParseDuration(rest + "s")
 						v = start.Add(d).UTC().Format(http.TimeFormat)
 					}
-					h.Add("Retry-After", v)
+					first = first.Header("Retry-After", v)
 				}
-				fake := newFake(t, step{status: 429, header: h}, status(200))
+				fake := httpretrytest.NewScript(first, httpretrytest.Status(200))
 				tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(b), MaxRetryAfter: tc.maxRA}}
 				ctx := t.Context()
 				if tc.deadline > 0 {
@@ -114,14 +115,14 @@ func TestRetryAfter(t *testing.T) {
 				resp, err := tr.RoundTrip(get(t, ctx))
 				require.NoError(t, err)
 				defer resp.Body.Close()
-				seen := fake.attempts()
+				seen := fake.Requests()
 				require.Len(t, seen, tc.attempts)
 				if tc.attempts == 1 {
 					assert.Equal(t, 429, resp.StatusCode)
 					assert.Zero(t, time.Since(start), "returned at once")
 					return
 				}
-				wait := seen[1].at.Sub(start)
+				wait := seen[1].Time.Sub(start)
 				assert.GreaterOrEqual(t, wait, tc.minWait)
 				assert.LessOrEqual(t, wait, tc.maxWait)
 			})
@@ -134,13 +135,13 @@ func TestRetryAfterSpreadsClients(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		waits := map[time.Duration]bool{}
 		for range 20 {
-			fake := newFake(t, retryAfter(503, "10"), status(200))
+			fake := httpretrytest.NewScript(httpretrytest.RetryAfter(503, "10"), httpretrytest.Status(200))
 			tr := &httpretry.Transport{Base: fake}
 			start := time.Now()
 			resp, err := tr.RoundTrip(get(t, t.Context()))
 			require.NoError(t, err)
 			resp.Body.Close()
-			waits[fake.attempts()[1].at.Sub(start)] = true
+			waits[fake.Requests()[1].Time.Sub(start)] = true
 		}
 		assert.Greater(t, len(waits), 10, "clients told the same value come back at different times")
 	})

@@ -27,7 +27,8 @@ type TokenBucketConfig struct {
 // 4 attempts the bucket only drains once about 30 % of attempts fail
 // independently; below that it is never seen. It ignores time. It is safe
 // for concurrent use and never blocks; the success path is one atomic load
-// when the bucket is full.
+// when the bucket is full. Create one with NewTokenBucket: the zero value
+// has no capacity and no cost, and allows every retry.
 type TokenBucket struct {
 	capacity, retryCost, timeoutCost, credit int64
 	tokens                                   atomic.Int64
@@ -93,7 +94,7 @@ func (b *TokenBucket) add(n int64) {
 		if t >= b.capacity {
 			return
 		}
-		if b.tokens.CompareAndSwap(t, min(t+n, b.capacity)) {
+		if b.tokens.CompareAndSwap(t, t+min(n, b.capacity-t)) { // no overflow, whatever the config
 			return
 		}
 	}

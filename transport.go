@@ -18,9 +18,12 @@ import (
 // Transport is an http.RoundTripper that retries transient failures.
 //
 // The zero value is usable: it retries with the default Policy over a pooled
-// transport of its own. A Transport is safe for concurrent use; do not modify
-// its fields after first use. Most callers want one Transport per process,
-// set as the Transport of an http.Client, and a call to Validate at start-up.
+// transport of its own. A Transport is safe for concurrent use. Its fields
+// are read once, at its first use (RoundTrip, Validate, Stats or
+// CloseIdleConnections): set them all before, and do not change them
+// after. Most callers want one Transport per process, set as the Transport
+// of an http.Client, and a call to Validate at start-up, after the fields
+// are set.
 type Transport struct {
 	// Base sends each attempt. Nil means a pooled transport from
 	// go-cleanhttp, created once for this Transport. Layers that must run
@@ -48,13 +51,16 @@ type Transport struct {
 	// An entry inherits every field it leaves zero from the policy its host
 	// would get without it: a key with a path from its host's entry, a host's
 	// entry from Policy, Policy from the package defaults. Per-host settings
-	// (NewBudget, Breaker) belong to keys without a path. An invalid key or
-	// policy fails every request with ErrInvalidPolicy; Validate lists them.
+	// (NewBudget, Breaker, Overload) belong to keys without a path. An
+	// invalid key or policy fails every request with ErrInvalidPolicy;
+	// Validate lists them.
 	Hosts map[string]Policy
 
 	// Logger, if non-nil, receives one record per attempt: Debug for an
 	// attempt that succeeds or a hedge that lost to a faster one, Info for
-	// one that is retried, Warn for a failure that ends retrying. Nil means
+	// one that is retried, Warn for a failure that ends retrying; and a
+	// Warn record for a retry or first attempt that was not sent (an
+	// overload control, the breaker or PrepareRetry refused it). Nil means
 	// silent. Records never carry userinfo, query values or header values,
 	// not even inside error text.
 	Logger *slog.Logger
@@ -68,7 +74,8 @@ type Transport struct {
 	// OnCall, if non-nil, is called once per RoundTrip, just before it
 	// returns, with a summary of the call: what was returned, how many
 	// attempts it took, how long, and why it stopped. It also reports calls
-	// that sent nothing, such as those an open breaker refused. It runs on
+	// that sent nothing, such as those an open breaker or an overload
+	// control refused (Call.Stop says which). It runs on
 	// the RoundTrip goroutine and must not read or close the response body.
 	OnCall func(Call)
 
@@ -113,7 +120,8 @@ func (t *Transport) CloseIdleConnections() {
 // RoundTrip sends req and retries transient failures as its Policy allows.
 // It returns the last response, untouched, when one was received, even if
 // it is a failure such as a 503 after the last attempt; otherwise a
-// *RetryError. It never modifies req and always closes req.Body.
+// *RetryError (see RetryError for the one exception). It never modifies
+// req and always closes req.Body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
 	c := &callState{t: t, req: req, timed: t.OnAttempt != nil || t.OnCall != nil || t.Logger != nil}
@@ -134,21 +142,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // callState is one RoundTrip in progress.
 type callState struct {
-	t     *Transport
-	req   *http.Request
-	p     *policy
-	h     hostPort
-	host  string     // h as "host:port", when observers need it
-	state *hostState // nil until the host needs state
-	body  body
-	key   string
-	timed bool // observers want durations
-	began time.Time
+	t        *Transport
+	req      *http.Request
+	p        *policy
+	h        hostPort
+	host     string     // h as "host:port", when observers need it
+	state    *hostState // nil until the host needs state
+	body     body
+	key      string
+	timed    bool // observers want durations
+	deadline bool // the caller's context has a deadline: attempts are timed to fit the next one before it
+	began    time.Time
+	delay    time.Duration     // the hedge delay; 0: no hedging
+	learn    *latencyEstimator // the host's latency, fed by the first attempt; nil when the call does not learn
 
 	sent, hedges int
 	lastStatus   int
 	lastErr      error          // the last attempt's error
 	last         Attempt        // the last attempt, for PrepareRetry
+	edited       *http.Request  // the request PrepareRetry last edited, for its round's hedges
 	held         *http.Response // the last response, drained into memory, while its retry is not yet sent
 	prevDelay    time.Duration  // the previous backoff delay, for decorrelated jitter
 	reserved     bool           // a retry's cost is taken from the budget and not yet spent
@@ -178,6 +190,7 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		closeBody(req.Body)
 		return c.fail((&RetryError{Reason: StopContext, Err: context.Cause(ctx)}).contextEnded(ctx))
 	}
+	_, c.deadline = ctx.Deadline()
 	c.p = c.t.hosts.lookup(c.h, req.URL.Path)
 	if fs := overridesFrom(ctx); fs != nil {
 		p, err := c.p.override(fs)
@@ -186,6 +199,9 @@ func (c *callState) roundTrip() (*http.Response, error) {
 			return c.fail(&RetryError{Reason: StopInvalid, Err: err})
 		}
 		c.p = p
+	}
+	if c.host == "" && c.p.prepareRetry != nil {
+		c.host = c.h.String() // PrepareRetry sees Attempt.Host
 	}
 	b, err := prepareBody(ctx, req, c.p.maxReplay)
 	if err != nil {
@@ -204,12 +220,19 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		}
 	}
 	if c.p.stateful() {
-		if c.state = c.t.states.load(c.h); c.state != nil {
+		c.state = c.t.states.load(c.h)
+		if c.state == nil && c.p.overload != nil {
+			// The overload controls learn from every attempt: state now.
+			c.state = c.t.states.create(c.h, c.p, time.Now())
+		} else if c.state != nil {
 			c.state.touch(time.Now())
-			if c.state.budget != nil {
-				c.state.budget.Begin()
-			}
 		}
+		if c.state != nil && c.state.budget != nil {
+			c.state.budget.Begin()
+		}
+	}
+	if c.p.hedges() {
+		c.startHedging()
 	}
 	return c.run(ctx)
 }
@@ -251,10 +274,10 @@ func (c *callState) run(ctx context.Context) (*http.Response, error) {
 		if a.Retry && a.Response != nil {
 			// Drain the response now, so its connection is reused during the
 			// wait, and keep it in memory in case the retry is not sent.
-			c.held = drain(a.Response)
+			c.held = drain(ctx, a.Response)
 			a.drained = true
 			a.end()
-			if !backoff.Fits(ctx, a.Delay) {
+			if !fits(ctx, a.Delay, a) {
 				c.unreserve()
 				closeBody(rc)
 				a.Retry, a.Delay, a.DelaySource, a.Stop = false, 0, DelayNone, StopDeadline
@@ -265,7 +288,7 @@ func (c *callState) run(ctx context.Context) (*http.Response, error) {
 		if !a.Retry {
 			return c.finish(ctx, a)
 		}
-		discard(a.Response)
+		discard(ctx, a.Response)
 		a.end()
 		if werr := backoff.Wait(ctx, a.Delay); werr != nil {
 			c.unreserve()
@@ -286,7 +309,7 @@ func (c *callState) run(ctx context.Context) (*http.Response, error) {
 func (c *callState) finish(ctx context.Context, a *attempt) (*http.Response, error) {
 	c.stop = a.Stop
 	if a.Stop == StopSuccess && c.state != nil && c.state.budget != nil {
-		c.state.budget.Succeeded(c.sent > 1, c.timeoutRetry)
+		c.state.budget.Succeeded(c.sent-c.hedges > 1, c.timeoutRetry) // hedges are not the retry budget's
 	}
 	switch {
 	case c.held != nil:
@@ -313,8 +336,9 @@ func (c *callState) finish(ctx context.Context, a *attempt) (*http.Response, err
 	return nil, e
 }
 
-// refusal is a retry or hedge that was not sent: the breaker refused it,
-// or PrepareRetry did.
+// refusal is an attempt that was not sent: an overload control, the
+// breaker or PrepareRetry refused it, or (StopContext, StopDeadline) the
+// caller's context ended, or was about to, while it waited for admission.
 type refusal struct {
 	reason StopReason
 	err    error
@@ -323,13 +347,17 @@ type refusal struct {
 func (r *refusal) Error() string { return r.err.Error() }
 
 // refused ends the call when its next attempt was refused: with the
-// response in hand if there is one, else with a RetryError.
+// response in hand if there is one, else with a RetryError. When the
+// caller's context ended first, the response is not returned, as after a
+// wait.
 func (c *callState) refused(ctx context.Context, err error) (*http.Response, error) {
 	c.unreserve()
 	r := err.(*refusal)
 	c.stop = r.reason
-	c.logRefusal(ctx, r)
-	if c.held != nil {
+	if r.reason != StopContext && r.reason != StopDeadline {
+		c.logRefusal(ctx, r)
+	}
+	if c.held != nil && ctx.Err() == nil {
 		return c.held, nil
 	}
 	e := &RetryError{Attempts: c.sent, Err: c.lastErr, LastStatus: c.lastStatus, Reason: r.reason, Cause: r.err}
@@ -352,6 +380,7 @@ func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) e
 	a.settle(resp, err, fired)
 	c.classify(a)
 	c.record(ctx, a)
+	c.learnFrom(ctx, a)
 	return nil
 }
 
@@ -361,31 +390,44 @@ func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) e
 // even without AttemptTimeout, as hedging needs.
 func (c *callState) prepare(ctx context.Context, rc io.ReadCloser, a *attempt, cancelable, hedge bool) error {
 	n := c.sent + 1
-	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}}
+	ad, err := c.admit(ctx, hedge)
+	if err != nil {
+		closeBody(rc)
+		return err
+	}
+	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}, adm: ad}
 	actx := ctx
 	if c.p.attemptTimeout > 0 || cancelable {
 		actx = a.withContext(ctx)
 	}
-	a.Request = c.attemptRequest(actx, n, rc)
+	a.Request = c.attemptRequest(actx, n, rc, cancelable, hedge)
 	if n > 1 && !hedge && c.p.prepareRetry != nil {
 		if err := c.p.prepareRetry(c.last, a.Request); err != nil {
 			closeBody(rc)
 			a.end()
+			a.adm.done(time.Now(), signalNone, nil, nil)
 			return &refusal{StopRefused, err}
 		}
+		c.edited = a.Request // the hedges of this round carry its edits
 	}
 	if c.state != nil && c.state.breaker != nil {
 		done, err := c.state.breaker.admit()
 		if err != nil {
+			c.state.breakerRefusals.Add(1)
 			closeBody(rc)
 			a.end()
+			a.adm.done(time.Now(), signalNone, nil, nil)
 			return &refusal{StopBreaker, err}
 		}
 		a.breakDone = done
 	}
 	a.startTimer(c.p.attemptTimeout)
-	if c.timed {
-		a.start = time.Now()
+	if timed := c.timed || c.deadline || (n == 1 && c.learn != nil); timed || a.adm.limited {
+		now := time.Now()
+		if timed {
+			a.start = now
+		}
+		a.adm.sent(ctx, now, c.p.attemptTimeout)
 	}
 	c.sent++
 	c.held = nil
@@ -440,6 +482,13 @@ func (c *callState) record(ctx context.Context, a *attempt) {
 	}
 	if s := c.state; s != nil {
 		now := time.Now()
+		if a.adm.s != nil {
+			sig := signalNone
+			if !a.Lost {
+				sig = loadSignal(ctx, a.Response, a.Err)
+			}
+			a.adm.done(now, sig, a.Response, &c.p.hints)
+		}
 		s.touch(now)
 		s.attempts.Add(1)
 		if outcome == errBreakerFailure || a.Class.retryable() {
@@ -484,6 +533,7 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 		return
 	case c.state != nil && c.state.breaker.open():
 		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
+		c.state.breakerRefusals.Add(1)
 		return
 	}
 	d := p.backoff.Delay(c.sent, c.prevDelay, nil)
@@ -500,7 +550,7 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 			d, source = w, src
 		}
 	}
-	if !backoff.Fits(ctx, d) {
+	if !fits(ctx, d, a) {
 		a.Stop = StopDeadline
 		return
 	}
@@ -511,6 +561,13 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 	a.Retry, a.Delay, a.DelaySource = true, d, source
 }
 
+// fits reports whether a wait of d, and then another attempt as long as a
+// took, end before ctx's deadline: a retry that cannot finish in time would
+// only trade the response in hand for a deadline error.
+func fits(ctx context.Context, d time.Duration, a *attempt) bool {
+	return backoff.Fits(ctx, d+a.Duration)
+}
+
 // reserve takes the cost of the next retry from the budget, if the host
 // has one.
 func (c *callState) reserve(timeout bool) bool {
@@ -518,6 +575,7 @@ func (c *callState) reserve(timeout bool) bool {
 		return true
 	}
 	if !c.state.budget.AllowRetry(timeout) {
+		c.state.budgetRefusals.Add(1)
 		return false
 	}
 	c.reserved, c.reservedTO, c.timeoutRetry = true, timeout, timeout
@@ -532,12 +590,19 @@ func (c *callState) unreserve() {
 	}
 }
 
-// attemptRequest returns the request for attempt n with body rc.
-func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser) *http.Request {
+// attemptRequest returns the request for attempt n with body rc: a clone
+// of the caller's request when anything changes its header or several
+// attempts are in flight at once (a hedged round), else a shallow copy. A
+// hedge is made from the request PrepareRetry edited for its round.
+func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser, concurrent, hedge bool) *http.Request {
 	ctx = &attemptContext{Context: ctx, n: n}
+	src := c.req
+	if hedge && c.edited != nil {
+		src = c.edited
+	}
 	var areq *http.Request
-	if c.key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) {
-		areq = c.req.Clone(ctx)
+	if c.key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent {
+		areq = src.Clone(ctx)
 		if c.key != "" {
 			areq.Header[c.p.keyHeader] = []string{c.key}
 		}
@@ -545,7 +610,7 @@ func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser)
 			areq.Header[c.p.attemptHeader] = []string{strconv.Itoa(n)}
 		}
 	} else {
-		areq = c.req.WithContext(ctx)
+		areq = src.WithContext(ctx)
 	}
 	areq.Body = rc
 	areq.GetBody = c.body.getBody

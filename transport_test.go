@@ -17,20 +17,8 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 )
-
-const site = "https://api.example.com/v1/things"
-
-func get(t *testing.T, ctx context.Context) *http.Request {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, site, nil)
-	require.NoError(t, err)
-	return req
-}
-
-func dialRefused() error {
-	return &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "connection refused"}}
-}
 
 func TestClassificationOfStatuses(t *testing.T) {
 	t.Parallel()
@@ -48,14 +36,14 @@ func TestClassificationOfStatuses(t *testing.T) {
 		t.Run(http.StatusText(tc.code), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				fake := newFake(t, status(tc.code))
+				fake := httpretrytest.NewScript(httpretrytest.Status(tc.code))
 				tr := &httpretry.Transport{Base: fake}
 				resp, err := tr.RoundTrip(get(t, t.Context()))
 				require.NoError(t, err)
 				assert.Equal(t, tc.code, resp.StatusCode)
-				assert.Len(t, fake.attempts(), tc.attempts)
+				assert.Len(t, fake.Requests(), tc.attempts)
 				assert.Equal(t, http.StatusText(tc.code), readAll(t, resp.Body), "the last response is returned unread")
-				fake.discardedClosed(t, true)
+				httpretrytest.CheckDiscardedClosed(t, fake.Requests())
 				resp.Body.Close()
 			})
 		})
@@ -65,27 +53,27 @@ func TestClassificationOfStatuses(t *testing.T) {
 func TestRetriesUntilSuccess(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503), failWith(syscall.ECONNRESET), status(502), status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Fail(syscall.ECONNRESET), httpretrytest.Status(502), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(time.Second)}}
 		start := time.Now()
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode)
-		seen := fake.attempts()
+		seen := fake.Requests()
 		require.Len(t, seen, 4)
 		for i, s := range seen {
-			assert.Equal(t, i+1, s.attempt, "attempt number in context")
-			assert.Equal(t, time.Duration(i)*time.Second, s.at.Sub(start), "wait before attempt %d", i+1)
+			assert.Equal(t, i+1, s.Attempt, "attempt number in context")
+			assert.Equal(t, time.Duration(i)*time.Second, s.Time.Sub(start), "wait before attempt %d", i+1)
 		}
-		fake.discardedClosed(t, true)
+		httpretrytest.CheckDiscardedClosed(t, fake.Requests())
 	})
 }
 
 func TestExactBackoffSchedule(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(503))
+		fake := httpretrytest.NewScript(httpretrytest.Status(503))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			MaxAttempts: 5,
 			Backoff:     backoff.Exponential{Base: 100 * time.Millisecond, Cap: 300 * time.Millisecond},
@@ -95,8 +83,8 @@ func TestExactBackoffSchedule(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		var at []time.Duration
-		for _, s := range fake.attempts() {
-			at = append(at, s.at.Sub(start))
+		for _, s := range fake.Requests() {
+			at = append(at, s.Time.Sub(start))
 		}
 		ms := time.Millisecond
 		assert.Equal(t, []time.Duration{0, 100 * ms, 300 * ms, 600 * ms, 900 * ms}, at)
@@ -107,7 +95,7 @@ func TestErrorsWithoutResponse(t *testing.T) {
 	t.Parallel()
 	t.Run("refused connection is a RetryError reaching the OpError", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, failWith(dialRefused()))
+			fake := httpretrytest.NewScript(httpretrytest.Fail(httpretrytest.DialRefused()))
 			tr := &httpretry.Transport{Base: fake}
 			resp, err := tr.RoundTrip(get(t, t.Context()))
 			require.Nil(t, resp)
@@ -122,7 +110,7 @@ func TestErrorsWithoutResponse(t *testing.T) {
 	})
 	t.Run("last status is recorded", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, status(503), failWith(io.ErrUnexpectedEOF))
+			fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Fail(io.ErrUnexpectedEOF))
 			tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{MaxAttempts: 2}}
 			_, err := tr.RoundTrip(get(t, t.Context()))
 			var re *httpretry.RetryError
@@ -132,18 +120,18 @@ func TestErrorsWithoutResponse(t *testing.T) {
 		})
 	})
 	t.Run("Base returning both is treated as an error", func(t *testing.T) {
-		body := &trackedBody{Reader: strings.NewReader("x")}
-		base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		body := httpretrytest.NewBody("x")
+		base := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 200, Body: body}, errBoom
 		})
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{MaxAttempts: 1}}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		assert.Nil(t, resp)
 		assert.ErrorIs(t, err, errBoom)
-		assert.EqualValues(t, 1, body.closed.Load())
+		assert.Equal(t, 1, body.Closes())
 	})
 	t.Run("Base returning neither is an error", func(t *testing.T) {
-		base := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+		base := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{MaxAttempts: 1}}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		assert.Nil(t, resp)
@@ -153,14 +141,17 @@ func TestErrorsWithoutResponse(t *testing.T) {
 
 func TestErrorClassification(t *testing.T) {
 	t.Parallel()
+	// A failed dial that is not ECONNREFUSED, so that the rule for dials is
+	// the one that decides.
+	dialErr := &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "connection refused"}}
 	cases := []struct {
 		name     string
 		method   string
 		err      error
 		attempts int
 	}{
-		{"dial error, GET", "GET", dialRefused(), 4},
-		{"dial error, unkeyed PATCH (never sent)", "PATCH", dialRefused(), 4},
+		{"dial error, GET", "GET", dialErr, 4},
+		{"dial error, unkeyed PATCH (never sent)", "PATCH", dialErr, 4},
 		{"ECONNREFUSED, PATCH", "PATCH", syscall.ECONNREFUSED, 4},
 		{"reset, GET", "GET", syscall.ECONNRESET, 4},
 		{"reset, unkeyed PATCH (may have been applied)", "PATCH", syscall.ECONNRESET, 1},
@@ -174,13 +165,13 @@ func TestErrorClassification(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				fake := newFake(t, failWith(tc.err))
+				fake := httpretrytest.NewScript(httpretrytest.Fail(tc.err))
 				tr := &httpretry.Transport{Base: fake}
 				req, err := http.NewRequestWithContext(t.Context(), tc.method, site, strings.NewReader("x"))
 				require.NoError(t, err)
 				_, err = tr.RoundTrip(req)
 				assert.ErrorIs(t, err, tc.err)
-				assert.Len(t, fake.attempts(), tc.attempts)
+				assert.Len(t, fake.Requests(), tc.attempts)
 			})
 		})
 	}
@@ -189,7 +180,7 @@ func TestErrorClassification(t *testing.T) {
 func TestCallerClassifier(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFake(t, status(404), status(404), status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(404), httpretrytest.Status(404), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Classify: func(req *http.Request, resp *http.Response, err error) httpretry.Class {
 				if req.Method == http.MethodGet && resp != nil && resp.StatusCode == 404 {
@@ -202,7 +193,7 @@ func TestCallerClassifier(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode)
-		assert.Len(t, fake.attempts(), 3)
+		assert.Len(t, fake.Requests(), 3)
 	})
 }
 
@@ -210,7 +201,7 @@ func TestContext(t *testing.T) {
 	t.Parallel()
 	t.Run("cancel during a wait returns at once", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, status(503))
+			fake := httpretrytest.NewScript(httpretrytest.Status(503))
 			tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(time.Minute)}}
 			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(10*time.Second, cancel)
@@ -224,12 +215,12 @@ func TestContext(t *testing.T) {
 			assert.Equal(t, httpretry.StopContext, re.Reason)
 			assert.Equal(t, 503, re.LastStatus)
 			assert.Equal(t, 1, re.Attempts)
-			fake.discardedClosed(t, false)
+			httpretrytest.CheckBodiesClosed(t, fake.Requests())
 		})
 	})
 	t.Run("a wait past the deadline is not started", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := newFake(t, status(503))
+			fake := httpretrytest.NewScript(httpretrytest.Status(503))
 			tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{Backoff: backoff.Constant(time.Minute)}}
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
@@ -239,26 +230,26 @@ func TestContext(t *testing.T) {
 			defer resp.Body.Close()
 			assert.Equal(t, 503, resp.StatusCode)
 			assert.Zero(t, time.Since(start))
-			assert.Len(t, fake.attempts(), 1)
+			assert.Len(t, fake.Requests(), 1)
 		})
 	})
 	t.Run("already canceled sends nothing and closes the body", func(t *testing.T) {
-		fake := newFake(t, status(200))
+		fake := httpretrytest.NewScript(httpretrytest.Status(200))
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		body := newCountingBody("x")
+		body := httpretrytest.NewBody("x")
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, site, body)
 		_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
 		assert.ErrorIs(t, err, context.Canceled)
-		assert.Empty(t, fake.attempts())
-		assert.EqualValues(t, 1, body.closed.Load())
+		assert.Empty(t, fake.Requests())
+		assert.Equal(t, 1, body.Closes())
 	})
 	t.Run("a cause is kept", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			why := errors.New("shutting down")
 			ctx, cancel := context.WithCancelCause(t.Context())
 			time.AfterFunc(time.Second, func() { cancel(why) })
-			tr := &httpretry.Transport{Base: newFake(t, status(503)), Policy: httpretry.Policy{Backoff: backoff.Constant(time.Hour)}}
+			tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(503)), Policy: httpretry.Policy{Backoff: backoff.Constant(time.Hour)}}
 			_, err := tr.RoundTrip(get(t, ctx))
 			assert.ErrorIs(t, err, why)
 		})
@@ -269,15 +260,8 @@ func TestAttemptTimeout(t *testing.T) {
 	t.Parallel()
 	t.Run("a hung attempt is cut and retried", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			calls := 0
-			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				calls++
-				if calls < 3 {
-					<-req.Context().Done()
-					return nil, req.Context().Err()
-				}
-				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
-			})
+			hung := httpretrytest.Status(200).After(time.Hour) // cut by the attempt timeout first
+			base := httpretrytest.NewScript(hung, hung, httpretrytest.Status(200))
 			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
 				AttemptTimeout: 2 * time.Second, Backoff: backoff.Constant(time.Second),
 			}}
@@ -285,16 +269,13 @@ func TestAttemptTimeout(t *testing.T) {
 			resp, err := tr.RoundTrip(get(t, t.Context()))
 			require.NoError(t, err)
 			resp.Body.Close()
-			assert.Equal(t, 3, calls)
+			assert.Len(t, base.Requests(), 3)
 			assert.Equal(t, 6*time.Second, time.Since(start))
 		})
 	})
 	t.Run("exhausted timeouts report ErrAttemptTimeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				<-req.Context().Done()
-				return nil, req.Context().Err()
-			})
+			base := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Hour)) // cut by the attempt timeout first
 			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{AttemptTimeout: time.Second, MaxAttempts: 2}}
 			_, err := tr.RoundTrip(get(t, t.Context()))
 			assert.ErrorIs(t, err, httpretry.ErrAttemptTimeout)
@@ -305,18 +286,12 @@ func TestAttemptTimeout(t *testing.T) {
 	t.Run("a slow body streams in full; closing it ends the attempt context", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var attemptCtx context.Context
-			pr, pw := io.Pipe()
-			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 				attemptCtx = req.Context()
-				return &http.Response{StatusCode: 200, Body: pr}, nil
+				// A slow server: a chunk a second, on the fake clock.
+				body := httpretrytest.NewBody(strings.Repeat("chunk", 5)).Slow(5, time.Second)
+				return &http.Response{StatusCode: 200, Body: body}, nil
 			})
-			go func() {
-				for range 5 {
-					time.Sleep(time.Second) // fake clock: a slow server
-					pw.Write([]byte("chunk"))
-				}
-				pw.Close()
-			}()
 			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{AttemptTimeout: 2 * time.Second}}
 			resp, err := tr.RoundTrip(get(t, t.Context()))
 			require.NoError(t, err)
@@ -330,15 +305,8 @@ func TestAttemptTimeout(t *testing.T) {
 
 func TestCloseIdleConnectionsIsForwarded(t *testing.T) {
 	t.Parallel()
-	base := &idleCloser{}
+	base := httpretrytest.NewScript()
 	(&httpretry.Transport{Base: base}).CloseIdleConnections()
-	assert.True(t, base.closed)
+	assert.Positive(t, base.IdleClosures())
 	(&httpretry.Transport{}).CloseIdleConnections() // the default Base
 }
-
-type idleCloser struct {
-	roundTripFunc
-	closed bool
-}
-
-func (c *idleCloser) CloseIdleConnections() { c.closed = true }

@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -10,10 +11,11 @@ import (
 // Validate reports every invalid Hosts key and Policy value of the
 // Transport at once, each error naming its field path (for example
 // Transport.Hosts["api.example.com"].MaxAttempts) and wrapping
-// ErrInvalidPolicy. Call it at start-up to fail fast: RoundTrip fails every
-// request with the same errors until the configuration is fixed. A nil
-// error means every request can be sent. Validate reads the configuration
-// once; like RoundTrip, it must not race with changes to the fields.
+// ErrInvalidPolicy. Call it at start-up, once every field is set, to fail
+// fast: RoundTrip fails every request with the same errors until the
+// configuration is fixed. A nil error means every request can be sent.
+// Validate is a first use: the Transport reads its fields then, once, and
+// changes made after it are not seen.
 func (t *Transport) Validate() error {
 	t.init()
 	return t.hosts.err
@@ -21,7 +23,7 @@ func (t *Transport) Validate() error {
 
 // invalidf returns an error wrapping ErrInvalidPolicy for the field at path.
 func invalidf(path, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidPolicy, path, fmt.Sprintf(format, args...))
+	return &fieldError{ErrInvalidPolicy, path, fmt.Sprintf(format, args...)}
 }
 
 // check reports the fields of p that are invalid on their own, each named
@@ -56,6 +58,10 @@ func (p *Policy) check(path string) []error {
 	}
 	header("Hints.ShouldRetryHeader", p.Hints.ShouldRetryHeader)
 	header("Hints.ResetHeader", p.Hints.ResetHeader)
+	header("Hints.RemainingHeader", p.Hints.RemainingHeader)
+	if p.Hints.RemainingHeader != "" && p.Hints.ResetHeader == "" {
+		bad("Hints.RemainingHeader", "is read only with ResetHeader, which is not set")
+	}
 	if f := p.Hints.ResetFormat; f != ResetDeltaSeconds && f != ResetEpochSeconds {
 		bad("Hints.ResetFormat", "%d is not a known format", f)
 	}
@@ -65,7 +71,9 @@ func (p *Policy) check(path string) []error {
 	if p.Hedge.MaxHedges < 0 {
 		bad("Hedge.MaxHedges", "%d is negative", p.Hedge.MaxHedges)
 	}
+	errs = append(errs, p.Hedge.check(path+".Hedge")...)
 	errs = append(errs, p.Breaker.check(path+".Breaker")...)
+	errs = append(errs, p.Overload.check(path+".Overload")...)
 	return errs
 }
 
@@ -81,6 +89,41 @@ func (p *Policy) checkMerged(path string) error {
 		return invalidf(path+".AttemptHeader", "%q would overwrite idempotency keys with attempt numbers", p.AttemptHeader)
 	}
 	return nil
+}
+
+// check reports the adaptive hedging settings that are invalid, or set
+// without Adaptive, where they would be ignored.
+func (h *HedgePolicy) check(path string) []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, invalidf(path+"."+field, format, args...))
+	}
+	if q := h.Quantile; q != 0 && !(q > 0 && q < 1) {
+		bad("Quantile", "%v is not in (0, 1)", q)
+	}
+	if h.MinSamples < 0 {
+		bad("MinSamples", "%d is negative", h.MinSamples)
+	}
+	if h.MinDelay < 0 {
+		bad("MinDelay", "%v is negative", h.MinDelay)
+	}
+	if h.MaxDelay < 0 {
+		bad("MaxDelay", "%v is negative", h.MaxDelay)
+	}
+	if h.MinDelay > 0 && h.MaxDelay > 0 && h.MinDelay > h.MaxDelay {
+		bad("MinDelay", "%v is above MaxDelay (%v)", h.MinDelay, h.MaxDelay)
+	}
+	if !h.Adaptive && !h.Disabled && len(errs) == 0 {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"Quantile", h.Quantile != 0}, {"MinSamples", h.MinSamples != 0}, {"MinDelay", h.MinDelay != 0}, {"MaxDelay", h.MaxDelay != 0}} {
+			if f.set {
+				bad(f.name, "is set without Adaptive, which it needs")
+			}
+		}
+	}
+	return errs
 }
 
 // check reports nonsense breaker settings.
@@ -113,6 +156,47 @@ func (b *BreakerPolicy) check(path string) []error {
 	if b.ConsecutiveFailures == 0 && b.FailureRatio == 0 {
 		errs = append(errs, invalidf(path, "no trip rule: set ConsecutiveFailures or FailureRatio (or Disabled)"))
 	}
+	return errs
+}
+
+// check reports nonsense overload settings, and tuning of a control that
+// is off, which would otherwise be silently ignored.
+func (o *OverloadPolicy) check(path string) []error {
+	if *o == (OverloadPolicy{}) {
+		return nil
+	}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, invalidf(path+"."+field, format, args...))
+	}
+	if k := o.ThrottleK; k != 0 && !(k >= 1 && !math.IsInf(k, 1)) {
+		bad("ThrottleK", "%v is not a finite number of at least 1", k)
+	}
+	if o.ThrottleWindow < 0 {
+		bad("ThrottleWindow", "%v is negative", o.ThrottleWindow)
+	}
+	if o.LimitMax < 0 {
+		bad("LimitMax", "%d is negative", o.LimitMax)
+	}
+	if o.LimitMin < 0 {
+		bad("LimitMin", "%d is negative", o.LimitMin)
+	} else if m := cmp.Or(o.LimitMax, defaultLimitMax); o.LimitMin > m {
+		bad("LimitMin", "%d is above LimitMax (%d)", o.LimitMin, m)
+	}
+	if o.Disabled {
+		return errs
+	}
+	tuned := func(field string, set bool, control string, on bool) {
+		if set && !on {
+			bad(field, "is set but %s is off", control)
+		}
+	}
+	tuned("ThrottleK", o.ThrottleK != 0, "Throttle", o.Throttle)
+	tuned("ThrottleWindow", o.ThrottleWindow != 0, "Throttle", o.Throttle)
+	tuned("LimitMax", o.LimitMax != 0, "Limit", o.Limit)
+	tuned("LimitMin", o.LimitMin != 0, "Limit", o.Limit)
+	tuned("LimitQueue", o.LimitQueue != 0, "Limit", o.Limit)
+	tuned("PaceFailFast", o.PaceFailFast, "Pace", o.Pace)
 	return errs
 }
 

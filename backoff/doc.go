@@ -1,12 +1,13 @@
-// Package backoff computes how long to wait between retries, and runs a
-// generic retry loop on top of that.
+// Package backoff computes how long to wait between retries.
 //
 // The engine is stateless: a [Strategy] is a function of the retry number,
 // the previous delay and a source of randomness, so one value is shared by
 // any number of goroutines without locks, and the caller's loop carries the
-// little state there is. It is usable on its own, with any retry loop; httpretry
-// uses it for its Transport, and [Retry] is a small generic loop for
-// everything else. [Wait] and [Fits] are the loop's two timing primitives.
+// little state there is, as grpc-go's backoff.Strategy is a function of the
+// retry count. httpretry's Transport is its user; any retry loop can use it.
+// [Wait] and [Fits] are the two timing primitives such a loop needs: a wait
+// that ends with the context, and the check that a wait would end before the
+// context's deadline.
 //
 // # Shapes and jitter
 //
@@ -80,8 +81,8 @@
 //	      8        3s   [0, 3s)          12.1s
 //	   n ≥ 6       3s   [0, 3s)          3.1s + 3s·(n−5)
 //
-// With [DefaultMaxAttempts] (4 attempts, 3 retries) the waits of one call
-// of [Retry] add up to at most 700 ms, 350 ms on average.
+// With httpretry's default of 4 attempts (3 retries) the waits of one call
+// add up to at most 700 ms, 350 ms on average.
 //
 // [Polly#530]: https://github.com/App-vNext/Polly/issues/530
 // [cenkalti/backoff#41]: https://github.com/cenkalti/backoff/issues/41

@@ -1,8 +1,6 @@
 package backoff_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -112,43 +110,4 @@ func ExampleDefault() {
 	// retry 6: ceiling 3s, worst case so far 6.1s, drawn below ceiling: true
 	// retry 7: ceiling 3s, worst case so far 9.1s, drawn below ceiling: true
 	// retry 8: ceiling 3s, worst case so far 12.1s, drawn below ceiling: true
-}
-
-func ExampleRetry() {
-	attempts := 0
-	v, err := backoff.Retry(context.Background(), backoff.Options{
-		Strategy: backoff.Constant(0), // real code: nil for Default()
-		Notify: func(err error, retry int, delay time.Duration) {
-			fmt.Printf("attempt %d failed (%v); retry %d in %v\n", retry, err, retry, delay)
-		},
-	}, func(context.Context) (int, error) {
-		attempts++
-		if attempts < 3 {
-			return 0, errors.New("unavailable")
-		}
-		return 42, nil
-	})
-	fmt.Println(v, err)
-	// Output:
-	// attempt 1 failed (unavailable); retry 1 in 0s
-	// attempt 2 failed (unavailable); retry 2 in 0s
-	// 42 <nil>
-}
-
-// A Permanent error stops the loop at once; the *Error keeps the attempt
-// count and the cause, for errors.Is and errors.As.
-func ExampleRetry_permanent() {
-	errNotFound := errors.New("not found")
-	_, err := backoff.Retry(context.Background(), backoff.Options{Strategy: backoff.Constant(0)},
-		func(context.Context) (string, error) {
-			return "", backoff.Permanent(errNotFound)
-		})
-	var e *backoff.Error
-	if errors.As(err, &e) {
-		fmt.Println(e.Attempts, errors.Is(err, errNotFound))
-	}
-	fmt.Println(err)
-	// Output:
-	// 1 true
-	// backoff: giving up after 1 attempts: not found
 }

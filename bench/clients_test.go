@@ -91,21 +91,39 @@ func (t *tracker) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// read reports, for every response handed out so far, how many bytes of
+// its body were read.
+func (t *tracker) read() []int64 {
+	return eachBody(t, func(b *trackedBody) int64 { return b.read.Load() })
+}
+
 // closed reports, for every response handed out so far, whether its body
 // was closed.
 func (t *tracker) closed() []bool {
+	return eachBody(t, func(b *trackedBody) bool { return b.closed.Load() })
+}
+
+// eachBody applies f to every body t has handed out so far, in order.
+func eachBody[T any](t *tracker, f func(*trackedBody) T) []T {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := make([]bool, len(t.bodies))
+	r := make([]T, len(t.bodies))
 	for i, b := range t.bodies {
-		c[i] = b.closed.Load()
+		r[i] = f(b)
 	}
-	return c
+	return r
 }
 
 type trackedBody struct {
 	io.ReadCloser
+	read   atomic.Int64 // bytes read from it
 	closed atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read.Add(int64(n))
+	return n, err
 }
 
 func (b *trackedBody) Close() error {

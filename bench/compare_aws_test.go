@@ -9,10 +9,11 @@ package bench
 // v1.48.0 made "Retry Behavior 2.1" the default (its CHANGELOG, 2026-11-10):
 // a retry costs 14 tokens (5 after a throttling error), the backoff base is
 // 50 ms (1 s after a throttling error) and the 20 s cap is applied before
-// the jitter. The project's reference notes describe the previous default
-// (cost 5, timeout cost 10, rand·2^attempt seconds, exactly 20 s once
-// capped); that formula is still exported as NewExponentialJitterBackoff and
-// is measured here too. docs/comparison-tests.md records the difference.
+// the jitter. Earlier releases, and the AWS SDKs and Tools reference guide's
+// description of standard mode, have cost 5, timeout cost 10 and
+// rand·2^attempt seconds, exactly 20 s once capped; that formula is still
+// exported as NewExponentialJitterBackoff and is measured here too.
+// docs/comparison-tests.md records the difference.
 
 import (
 	"context"
@@ -212,8 +213,8 @@ const backoffDraws = 2000
 //
 // SDK default (v1.48.0): uniform in [0, min(50 ms·2^(n−1), 20 s)), 1 s
 // instead of 50 ms after a throttling error: the cap is a hard ceiling and
-// the draw stays jittered at it. The legacy formula the reference notes
-// describe (NewExponentialJitterBackoff): uniform in [0, 2^n s) for n ≤ 4,
+// the draw stays jittered at it. The legacy formula of earlier releases
+// (NewExponentialJitterBackoff): uniform in [0, 2^n s) for n ≤ 4,
 // then exactly 20 s every time, without jitter. httpretry: uniform in
 // [0, min(100 ms·2^(n−1), 3 s)], jittered at the cap, never above it.
 func TestCompareAWSBackoff(t *testing.T) {

@@ -47,12 +47,13 @@ type grpcAttempt struct {
 	method string
 	md     metadata.MD
 	at     time.Time
+	failed bool // answered UNAVAILABLE
 }
 
 func (s *healthServer) answer(ctx context.Context, method string) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	s.mu.Lock()
-	s.attempts = append(s.attempts, grpcAttempt{method, md, time.Now()})
+	s.attempts = append(s.attempts, grpcAttempt{method, md, time.Now(), s.failing})
 	first := len(s.attempts) == 1
 	failing, pushback, hold := s.failing, s.pushback, s.hold
 	s.mu.Unlock()
@@ -367,16 +368,22 @@ func TestCompareGRPCPushback(t *testing.T) {
 // TestCompareGRPCDeadline: grpc-go starts a backoff that cannot end before
 // the call's deadline (its source says as much, in a TODO): with a 10 s
 // backoff and 20 ms left, the call waits out its deadline and fails
-// DEADLINE_EXCEEDED instead of returning the UNAVAILABLE it had.
+// DEADLINE_EXCEEDED instead of returning the UNAVAILABLE it had. The call
+// returns no earlier than the context's own deadline (compared on the
+// monotonic clock, so no start time taken after the deadline was set can
+// make it look early), and the server answered its one attempt UNAVAILABLE.
 func TestCompareGRPCDeadline(t *testing.T) {
 	g := newGRPC(t, serviceConfig(retryPolicy(5, "10s"), ""))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	deadline, _ := ctx.Deadline()
 	err := g.check(ctx)
+	returned := time.Now()
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
-	assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
-	assert.Len(t, g.srv.take(), 1)
+	assert.False(t, returned.Before(deadline), "returned %v before the deadline", deadline.Sub(returned))
+	got := g.srv.take()
+	require.Len(t, got, 1, "one attempt, then the wait")
+	assert.True(t, got[0].failed, "answered UNAVAILABLE: the status the call had before it waited")
 }
 
 // TestCompareGRPCRetriesProcessedCalls: gRPC has no notion of a

@@ -18,6 +18,7 @@ import (
 
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/failsafe-go/failsafe-go/timeout"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/seedhq/httpretry"
 	"github.com/stretchr/testify/assert"
@@ -71,8 +72,8 @@ func closeResp(resp *http.Response) {
 
 // TestCompareCallerRequestBody: the RoundTripper contract says RoundTrip
 // must not modify the request. Both other libraries assign the caller's
-// req.Body (failsafehttp only when the request's context is Background, as
-// http.NewRequest's is; with any other context it works on a copy).
+// req.Body (failsafehttp whatever the request's context, unless a policy
+// such as a timeout gives each attempt a context of its own).
 func TestCompareCallerRequestBody(t *testing.T) {
 	modifies := map[string]bool{"httpretry": false, "retryablehttp": true, "failsafehttp": true}
 	for _, lib := range libraries {
@@ -88,26 +89,29 @@ func TestCompareCallerRequestBody(t *testing.T) {
 			assert.Equal(t, modifies[lib.name], req.Body != orig, "req.Body replaced")
 		})
 	}
-}
-
-// TestCompareDiscardedBodiesClosed: a response that is retried must be
-// drained and closed, or its connection is never reused.
-func TestCompareDiscardedBodiesClosed(t *testing.T) {
-	closes := map[string]bool{"httpretry": true, "retryablehttp": true, "failsafehttp": false}
-	for _, lib := range libraries {
-		t.Run(lib.name, func(t *testing.T) {
-			srv := newScripted(t, 503, 503, 200)
-			tr := &tracker{base: newBare()}
-			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-			resp, err := lib.new(tr, 0).RoundTrip(req)
+	// failsafehttp assigns req.Body whatever the request's context; only
+	// when a policy gives each attempt a context of its own (a timeout
+	// policy here) does it send a copy of the request.
+	for _, c := range []struct {
+		name     string
+		policies []failsafe.Policy[*http.Response]
+		modifies bool
+	}{
+		{"failsafehttp-cancellable-context", nil, true},
+		{"failsafehttp-timeout-policy", []failsafe.Policy[*http.Response]{timeout.New[*http.Response](time.Minute)}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newScripted(t, 200)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("payload"))
 			require.NoError(t, err)
-			assert.Equal(t, 200, resp.StatusCode)
-			closed := tr.closed()
-			require.Len(t, closed, 3)
-			assert.False(t, closed[2], "the returned response is left to the caller")
+			orig := req.Body
+			policies := append([]failsafe.Policy[*http.Response]{failsafehttp.NewRetryPolicyBuilder().Build()}, c.policies...)
+			resp, err := failsafehttp.NewRoundTripper(newBare(), policies...).RoundTrip(req)
+			require.NoError(t, err)
 			closeResp(resp)
-			want := []bool{closes[lib.name], closes[lib.name]}
-			assert.Equal(t, want, closed[:2], "the two discarded 503s closed")
+			assert.Equal(t, c.modifies, req.Body != orig, "req.Body replaced")
 		})
 	}
 }

@@ -14,6 +14,13 @@
 //   - compare_aws_test.go, compare_grpc_test.go: the same questions put to
 //     the AWS SDK for Go v2's retryer and grpc-go's retry and throttling;
 //     docs/comparison.md sets every library side by side.
-//   - sim: the simulations of papers.md §8 on a virtual clock.
+//   - sim: the simulations of docs/performance.md on a virtual clock, and
+//     the hedging scenarios (hedgeload.RunVirtual under synctest).
+//   - quantile, cmd/estimators: the evidence for httpretry's latency
+//     estimator; docs/hedging.md quotes it.
+//   - hedgeload, cmd/hedgeload: hedging side by side on a loopback server
+//     with injected latency.
+//   - rounds: the order of side-by-side runs, each variant in its own
+//     process, the order turned every round.
 //   - cmd/report: runs all of it and writes docs/performance.md and its charts.
 package bench

@@ -18,9 +18,12 @@ import (
 // *http.Transport: the bare transport (the floor), httpretry's default
 // policy, go-retryablehttp's RoundTripper and failsafehttp's round tripper.
 // Every request succeeds at once, so what differs is each library's
-// success-path cost. Sub-benchmarks are named case=…/client=… and the
-// clients alternate within each case, so run with -count ≥ 6 and compare
-// with benchstat -col /client (cmd/report does both).
+// success-path cost. Sub-benchmarks are named case=…/client=…. To compare
+// them, do not use -count: it runs each sub-benchmark's samples in one
+// block, so a noisy minute lands on one client. cmd/report runs rounds
+// instead, each client in its own process (-test.bench
+// '^BenchmarkOverhead$/./^client=NAME$' -test.count 1), the order turned
+// every round, and compares within rounds and with benchstat -col /client.
 
 // payload is a 1 MiB body, httpretry's default replay limit; large is 8
 // MiB, above it, which httpretry streams once without a copy.
@@ -103,18 +106,10 @@ func roundTrip(tb testing.TB, rt http.RoundTripper, req *http.Request) {
 	}
 }
 
-// overheadRound counts BenchmarkOverhead's runs (one per -count), so that
-// each run starts the clients in a different order: no client always runs
-// right after the 8 MiB case's garbage or first on a cold server.
-var overheadRound int
-
 // BenchmarkOverhead is the success-path cost of each client, per case.
 func BenchmarkOverhead(b *testing.B) {
 	srv := newOverheadServer(b)
 	clients := overheadClients()
-	k := overheadRound % len(clients)
-	overheadRound++
-	clients = append(clients[k:], clients[:k]...)
 	for _, c := range overheadCases {
 		for _, cl := range clients {
 			b.Run("case="+c.name+"/client="+cl.name, func(b *testing.B) {

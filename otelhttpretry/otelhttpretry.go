@@ -1,19 +1,25 @@
-// Package otelhttpretry traces every attempt of an [httpretry.Transport] as
-// its own OpenTelemetry client span, as the HTTP semantic conventions ask:
-// one span per request sent over the wire, and on each resend the attribute
+// Package otelhttpretry connects an [httpretry.Transport] to OpenTelemetry:
+// it traces every attempt as its own client span, and records metrics of
+// the retries, the budget and the breaker. Each is one line:
+//
+//	t := &httpretry.Transport{Base: otelhttpretry.NewTransport(nil)} // traces
+//	if err := otelhttpretry.Instrument(t); err != nil {              // metrics
+//		return err
+//	}
+//
+// # Traces
+//
+// NewTransport, as the Base of the retrying transport, gives each attempt
+// its own client span, as the HTTP semantic conventions ask: one span per
+// request sent over the wire, and on each resend the attribute
 // http.request.resend_count, the attempt number minus one.
-//
-// Use NewTransport as the Base of the retrying transport:
-//
-//	client := &http.Client{Transport: &httpretry.Transport{
-//		Base: otelhttpretry.NewTransport(nil),
-//	}}
 //
 // The spans come from [otelhttp.NewTransport], so they carry its usual
 // attributes and status and propagate the trace context on every attempt;
 // all attempts of one call are siblings under the caller's span. The first
 // attempt carries no http.request.resend_count: the conventions set it only
-// when the request was retried.
+// when the request was retried. otelhttp also records the conventions'
+// metric http.client.request.duration, once per attempt.
 //
 // What is counted is httpretry's attempts. A redirect that http.Client
 // follows reaches the Transport as a new request and starts again at attempt
@@ -22,6 +28,16 @@
 //
 // With another instrumentation, or to keep otelhttp's options in one place,
 // put [ResendCount] directly under the layer that starts the span.
+//
+// # Metrics
+//
+// Instrument records, through the Transport's OnAttempt and OnCall hooks
+// and its Stats: attempts by outcome and by why they were sent, the
+// duration of attempts and of whole calls, the waits before retries, the
+// attempts a retry budget or a circuit breaker refused, and each host's
+// budget level and breaker state. docs/observability.md lists every metric
+// with its unit and attributes, and the queries and alerts to build on
+// them.
 //
 // [otelhttp.NewTransport]: https://pkg.go.dev/go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp#NewTransport
 package otelhttpretry

@@ -6,11 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 	"github.com/seedhq/httpretry/otelhttpretry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,36 +26,6 @@ import (
 
 const resendCount = attribute.Key("http.request.resend_count")
 
-// flaky answers 503 to the first failures requests, then 200, and keeps
-// what it saw.
-type flaky struct {
-	failures int
-
-	mu      sync.Mutex
-	parents []string // traceparent header of each request
-	bodies  []string
-}
-
-func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	f.mu.Lock()
-	f.parents = append(f.parents, r.Header.Get("Traceparent"))
-	f.bodies = append(f.bodies, string(b))
-	n := len(f.parents)
-	f.mu.Unlock()
-	if n <= f.failures {
-		http.Error(w, "busy", http.StatusServiceUnavailable)
-		return
-	}
-	io.WriteString(w, "ok")
-}
-
-func (f *flaky) seen() (parents, bodies []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.parents...), append([]string(nil), f.bodies...)
-}
-
 // newTracing returns a tracer provider that exports every ended span to the
 // returned in-memory exporter, synchronously.
 func newTracing(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
@@ -65,10 +36,11 @@ func newTracing(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExpo
 	return tp, exp
 }
 
-func newClient(tp trace.TracerProvider) *http.Client {
+// newClient returns a client of httpretry over otelhttpretry over base.
+func newClient(tp trace.TracerProvider, base http.RoundTripper) *http.Client {
 	return &http.Client{Transport: &httpretry.Transport{
 		Policy: httpretry.Policy{Backoff: backoff.Constant(0)},
-		Base: otelhttpretry.NewTransport(nil,
+		Base: otelhttpretry.NewTransport(base,
 			otelhttp.WithTracerProvider(tp),
 			otelhttp.WithPropagators(propagation.TraceContext{})),
 	}}
@@ -98,15 +70,18 @@ func TestOneSpanPerAttemptWithResendCount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer(&flaky{failures: tt.failures})
-			t.Cleanup(srv.Close)
-			fl := srv.Config.Handler.(*flaky)
+			// 503 to the first tt.failures attempts, then 200.
+			var script []httpretrytest.Outcome
+			for range tt.failures {
+				script = append(script, httpretrytest.Respond(http.StatusServiceUnavailable, "busy"))
+			}
+			upstream := httpretrytest.NewScript(append(script, httpretrytest.Respond(http.StatusOK, "ok"))...)
 			tp, exp := newTracing(t)
 
 			ctx, parent := tp.Tracer("test").Start(context.Background(), "checkout")
-			req, err := http.NewRequestWithContext(ctx, tt.method, srv.URL+"/inventory", strings.NewReader(tt.body))
+			req, err := http.NewRequestWithContext(ctx, tt.method, "https://api.example.com/inventory", strings.NewReader(tt.body))
 			require.NoError(t, err)
-			resp, err := newClient(tp).Do(req)
+			resp, err := newClient(tp, upstream).Do(req)
 			require.NoError(t, err)
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
@@ -118,7 +93,7 @@ func TestOneSpanPerAttemptWithResendCount(t *testing.T) {
 			spans := exp.GetSpans()
 			require.Len(t, spans, attempts+1, "one client span per attempt, and the parent")
 			client := spans[:attempts] // ended in order; the parent ends last
-			parents, bodies := fl.seen()
+			seen := upstream.Requests()
 			for i, s := range client {
 				n := i + 1
 				assert.Equal(t, trace.SpanKindClient, s.SpanKind, "attempt %d", n)
@@ -139,8 +114,8 @@ func TestOneSpanPerAttemptWithResendCount(t *testing.T) {
 					assert.Equal(t, codes.Unset, s.Status.Code)
 				}
 				// The server saw this attempt's span as its parent.
-				assert.Contains(t, parents[i], s.SpanContext.SpanID().String(), "attempt %d", n)
-				assert.Equal(t, tt.body, bodies[i], "attempt %d got the whole body", n)
+				assert.Contains(t, seen[i].Header.Get("Traceparent"), s.SpanContext.SpanID().String(), "attempt %d", n)
+				assert.Equal(t, tt.body, string(seen[i].Body), "attempt %d got the whole body", n)
 			}
 		})
 	}
@@ -148,7 +123,7 @@ func TestOneSpanPerAttemptWithResendCount(t *testing.T) {
 
 func TestResendCountOutsideARetryingTransport(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(&flaky{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(srv.Close)
 	tp, exp := newTracing(t)
 	client := &http.Client{Transport: otelhttpretry.NewTransport(nil, otelhttp.WithTracerProvider(tp))}
@@ -165,7 +140,12 @@ func TestResendCountOutsideARetryingTransport(t *testing.T) {
 
 func TestResendCountUnderAnyTracingLayer(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(&flaky{failures: 1})
+	var calls atomic.Int32 // a server that is busy for the first request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
 	t.Cleanup(srv.Close)
 	tp, exp := newTracing(t)
 	// The explicit form of NewTransport: ResendCount directly under otelhttp.
@@ -185,20 +165,13 @@ func TestResendCountUnderAnyTracingLayer(t *testing.T) {
 	assert.Equal(t, int64(1), v.AsInt64())
 }
 
-type idleCounter struct {
-	http.RoundTripper
-	closed int
-}
-
-func (c *idleCounter) CloseIdleConnections() { c.closed++ }
-
 func TestCloseIdleConnectionsReachesBase(t *testing.T) {
 	t.Parallel()
-	base := &idleCounter{RoundTripper: http.DefaultTransport}
+	base := httpretrytest.NewScript()
 	rt := &httpretry.Transport{Base: otelhttpretry.NewTransport(base)}
 
 	rt.CloseIdleConnections()
 	otelhttpretry.ResendCount(base).(interface{ CloseIdleConnections() }).CloseIdleConnections()
 
-	assert.Equal(t, 2, base.closed)
+	assert.Equal(t, 2, base.IdleClosures())
 }

@@ -191,7 +191,8 @@ func MeanSleepAtCap(s backoff.Strategy, samples int, seed uint64) time.Duration 
 // Little's law they make n/s̄ arrivals per unit of time on average, and a
 // perfectly even spread of them has a peak equal to that mean, n·W/s̄ per
 // window. No arrangement with the same mean sleep can have a lower peak
-// (papers.md §7: N arrivals over a span L peak at ⌈N·W/L⌉ at best).
+// (N arrivals over a span L put at least ⌈N·W/L⌉ into some window of
+// width W).
 //
 // RunHerd measures the same quantity without knowing s̄: it sums W/ℓ over
 // the sleeps ℓ in progress at recovery. Sleeps that span an instant are a
@@ -202,9 +203,9 @@ func HerdIdeal(n int, window, meanSleep time.Duration) float64 {
 	return float64(n) * float64(window) / float64(meanSleep)
 }
 
-// Scenario B's engine settings (papers.md §8 B): base 100 ms and cap 10 s.
-// The reference model of §8 B counts retries as Brooker does (first ceiling
-// 2·base), so the exponential family gets Base = 200 ms here; decorrelated
+// Scenario B's engine settings: base 100 ms and cap 10 s, with retries
+// counted as Brooker's simulator counts them (first ceiling 2·base), so the
+// exponential family gets Base = 200 ms here; decorrelated
 // starts from its base, 100 ms.
 const (
 	herdBase = 100 * time.Millisecond

@@ -49,7 +49,9 @@ func TestHerdFullJitterSpreads(t *testing.T) {
 }
 
 // TestHerdOrdering: the post-recovery peak falls from no jitter to ±10 %
-// to equal to full jitter, as papers.md §7's spreads predict.
+// to equal to full jitter, as their spreads predict: none puts the herd in
+// one window, ±10 % spreads it over 0.2·d, equal jitter over d/2, full
+// jitter over d.
 func TestHerdOrdering(t *testing.T) {
 	t.Parallel()
 	runs := reps(t, 10, 4)
@@ -66,7 +68,7 @@ func TestHerdOrdering(t *testing.T) {
 
 // TestHerdFirstWave: the first retries of a herd that failed at t = 0 land
 // uniformly below the first ceiling d, so each window of it holds N·W/d
-// (papers.md §7), here 1000·100 ms/200 ms = 500.
+// (N arrivals spread uniformly over d), here 1000·100 ms/200 ms = 500.
 func TestHerdFirstWave(t *testing.T) {
 	t.Parallel()
 	r := RunHerd(HerdConfig{N: 1000, Capacity: 50, Window: 100 * time.Millisecond,

@@ -48,10 +48,13 @@ type MetastableRun struct {
 	// Recovered is when goodput first stays above RecoveryGoodput for a
 	// whole RecoveryWindow after the blip; 0 if it never does.
 	Recovered time.Duration
+	// FirstGoodput is the start of the first second after the blip with
+	// any goodput; 0 if there is none. RunMetastableTransport sets it.
+	FirstGoodput time.Duration
 }
 
-// Recovery criterion of papers.md §8 C2: the first 5 s window with goodput
-// above 250 per second.
+// Recovery criterion (ours; the paper gives none): the first 5 s window
+// with goodput above 250 per second.
 const (
 	RecoveryGoodput = 250
 	RecoveryWindow  = 5
@@ -169,9 +172,20 @@ func recovered(goodput []int, from, end time.Duration) time.Duration {
 	return 0
 }
 
+// firstGoodput returns the start of the first second in [from, end) with
+// goodput, or 0.
+func firstGoodput(goodput []int, from, end time.Duration) time.Duration {
+	for s := int(from / time.Second); s < min(len(goodput), int(end/time.Second)); s++ {
+		if goodput[s] > 0 {
+			return time.Duration(s) * time.Second
+		}
+	}
+	return 0
+}
+
 // RecoveryLimit is the fastest recovery a client can bring about: the
 // backlog left by the blip drains at μ − λ requests per second once the
-// load is back to λ (papers.md §8 C2). Faster needs the server to shed.
+// load is back to λ. Faster needs the server to shed.
 func (c MetastableConfig) RecoveryLimit(backlog float64) time.Duration {
 	return time.Duration(backlog / (c.Capacity - c.Rate) * float64(time.Second))
 }

@@ -24,9 +24,9 @@ const (
 )
 
 // OCCModes returns the strategies of scenario A with Brooker's parameters:
-// his five (none, exponential, equal, full, decorrelated) and the two extra
-// rows of papers.md §1.4 (±10 % and full jitter with a doubled ceiling, the
-// mean-matched variant).
+// his five (none, exponential, equal, full, decorrelated) and two modes
+// added to his simulator for the reference (±10 % and full jitter with a
+// doubled ceiling, the mean-matched variant).
 func OCCModes() []Mode {
 	return append([]Mode{{"none", backoff.Constant(0)}}, jitterModes(occBase, occCap)...)
 }

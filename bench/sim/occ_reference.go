@@ -1,9 +1,12 @@
 package sim
 
-// occReference holds scenario A's reference values: papers.md §1.4,
-// Brooker's 2015 simulator (commit 66cb169) re-run unchanged, 100 runs per
-// cell, for two seeds (2015 and 42). Each entry is {clients, calls seed
-// 2015, calls seed 42, makespan ms seed 2015, makespan ms seed 42}.
+// occReference holds scenario A's reference values: Brooker's 2015
+// simulator (github.com/aws-samples/aws-arch-backoff-simulator at commit
+// 66cb169, src/backoff_simulator.py) re-run unchanged but for Python 3's
+// range, 100 runs per cell, for two seeds (2015 and 42); percent10 and
+// full2x are modes added to it, run once (seed 7, both columns). Each
+// entry is {clients, calls seed 2015, calls seed 42, makespan ms seed 2015,
+// makespan ms seed 42}.
 var occReference = map[string][][5]float64{
 	"none": {
 		{10, 51, 50, 378, 376},
@@ -129,7 +132,7 @@ var occReference = map[string][][5]float64{
 }
 
 // OCCReference returns the reference calls and makespan (ms) of scenario A
-// for a mode and client count: the mean of the two seeds of papers.md §1.4,
+// for a mode and client count: the mean of the reference's two seeds,
 // and the half-difference between the seeds as a measure of the table's own
 // noise. ok is false where the table has no such cell.
 func OCCReference(mode string, clients int) (calls, makespan, callsNoise, makespanNoise float64, ok bool) {

@@ -29,8 +29,9 @@ func withinRef(t *testing.T, what string, got Summary, ref, refNoise, target flo
 }
 
 // TestOCCMatchesReference runs Brooker's model with the real strategies and
-// compares it with papers.md §1.4: calls within ±3 % and makespan within
-// ±6 %. The report runs every client count with 2×100 runs.
+// compares it with the reference (occ_reference.go): calls within ±3 %
+// and makespan within ±6 %. The report runs every client count with 2×100
+// runs.
 func TestOCCMatchesReference(t *testing.T) {
 	t.Parallel()
 	runs := reps(t, 100, 40)
@@ -74,7 +75,7 @@ func TestOCCPercentJitterNearTheCap(t *testing.T) {
 }
 
 // TestOCCOrderings checks the blog's qualitative claims at 100 clients
-// (papers.md §8 A, "must hold").
+// (Brooker, "Exponential Backoff And Jitter", 2015).
 func TestOCCOrderings(t *testing.T) {
 	t.Parallel()
 	runs := reps(t, 100, 60)

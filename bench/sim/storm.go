@@ -24,7 +24,8 @@ type StormConfig struct {
 	NewBudget   func() Budget // nil: no budget
 }
 
-// DefaultStorm is scenario C's setup from papers.md §8 C: 100 clients at
+// DefaultStorm is scenario C's setup, the open loop of Brooker's "Fixing
+// retries with token buckets and circuit breakers" (2022): 100 clients at
 // 10 rps, round trips of 10 ms on average, 4 attempts (httpretry's
 // default), full jitter from 100 ms capped at 10 s.
 func DefaultStorm(failure float64, d time.Duration) StormConfig {

@@ -44,7 +44,7 @@ func TestStormBudgetInvisibleBelowKnee(t *testing.T) {
 }
 
 // TestStormRatioBudget: a 10 % ratio budget holds amplification at about
-// 1 + 0.1 under total failure (papers.md §7).
+// 1 + 0.1 under total failure: at most one retry per ten requests.
 func TestStormRatioBudget(t *testing.T) {
 	t.Parallel()
 	r := RunStorm(stormConfig(t, 1, 60*time.Second, RatioBudget), 3)
@@ -63,7 +63,9 @@ func TestStormNoBudgetMatchesAnalysis(t *testing.T) {
 }
 
 // TestStormJitterDoesNotMatter: in an open loop the backoff changes when
-// retries happen, not how many (papers.md §6.2); a budget whose amplification
+// retries happen, not how many (Brooker, "What is Backoff For?", 2022: with
+// an unbounded number of clients "per-request retry backoff has nearly no
+// effect on traffic amplification"); a budget whose amplification
 // moved with the jitter mode would be charged at the wrong moment.
 func TestStormJitterDoesNotMatter(t *testing.T) {
 	t.Parallel()

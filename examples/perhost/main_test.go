@@ -5,56 +5,31 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// recorder keeps the decision about every attempt.
-type recorder struct {
-	mu       sync.Mutex
-	attempts []httpretry.Attempt
-}
-
-func (r *recorder) record(a httpretry.Attempt) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	a.Request, a.Response = nil, nil
-	r.attempts = append(r.attempts, a)
-}
-
-func (r *recorder) stops() []httpretry.StopReason {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// stops lists why each attempt in log ended its call (StopNone for those
+// that did not).
+func stops(log *httpretrytest.AttemptLog) []httpretry.StopReason {
 	var out []httpretry.StopReason
-	for _, a := range r.attempts {
+	for _, a := range log.Attempts() {
 		out = append(out, a.Stop)
 	}
 	return out
-}
-
-func (r *recorder) lost() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, a := range r.attempts {
-		if a.Lost {
-			n++
-		}
-	}
-	return n
 }
 
 // setup starts the upstreams and returns a client with the service's
 // transport, its backoff waits set to zero (server-requested waits stay as
 // the servers ask), and what it decided about each attempt. reroute, if
 // set, changes where host names lead.
-func setup(t *testing.T, retryAfter string, reroute func(u *upstreams, routes map[string]string)) (*upstreams, *http.Client, *recorder) {
+func setup(t *testing.T, retryAfter string, reroute func(u *upstreams, routes map[string]string)) (*upstreams, *http.Client, *httpretrytest.AttemptLog) {
 	t.Helper()
 	u := startUpstreams(retryAfter)
 	t.Cleanup(u.close)
@@ -70,8 +45,8 @@ func setup(t *testing.T, retryAfter string, reroute func(u *upstreams, routes ma
 		p.Backoff = backoff.Constant(0)
 		rt.Hosts[host] = p
 	}
-	rec := &recorder{}
-	rt.OnAttempt = rec.record
+	rec := &httpretrytest.AttemptLog{}
+	rt.OnAttempt = rec.Record
 	return u, &http.Client{Transport: rt}, rec
 }
 
@@ -102,7 +77,7 @@ func TestPaymentsRetryAChargeUnderOneKey(t *testing.T) {
 	assert.NotEmpty(t, keys[0])
 	assert.Equal(t, keys[0], keys[1], "the retry carries the first attempt's key")
 	assert.Equal(t, 1, u.charges.applied())
-	assert.Equal(t, []httpretry.StopReason{httpretry.StopNone, httpretry.StopSuccess}, rec.stops())
+	assert.Equal(t, []httpretry.StopReason{httpretry.StopNone, httpretry.StopSuccess}, stops(rec))
 }
 
 func TestPaymentsMakeThreeAttempts(t *testing.T) {
@@ -115,7 +90,7 @@ func TestPaymentsMakeThreeAttempts(t *testing.T) {
 	resp, _ := do(t, context.Background(), client, http.MethodPost, "http://payments.internal/charges", charge)
 
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the last answer is returned")
-	assert.Equal(t, []httpretry.StopReason{httpretry.StopNone, httpretry.StopNone, httpretry.StopAttempts}, rec.stops())
+	assert.Equal(t, []httpretry.StopReason{httpretry.StopNone, httpretry.StopNone, httpretry.StopAttempts}, stops(rec))
 }
 
 func TestPaymentsAcceptLongerRetryAfter(t *testing.T) {
@@ -145,7 +120,7 @@ func TestPaymentsAcceptLongerRetryAfter(t *testing.T) {
 			resp, _ := do(t, ctx, client, http.MethodPost, "http://"+tt.host+"/charges", charge)
 
 			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-			assert.Equal(t, []httpretry.StopReason{tt.want}, rec.stops())
+			assert.Equal(t, []httpretry.StopReason{tt.want}, stops(rec))
 		})
 	}
 }
@@ -160,8 +135,14 @@ func TestSearchHedgesAStalledAttempt(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, `3 results for "widgets"`, body)
 	assert.Less(t, time.Since(start), time.Second, "answered by the hedge, not after the attempt timeout")
-	assert.ElementsMatch(t, []httpretry.StopReason{httpretry.StopNone, httpretry.StopSuccess}, rec.stops())
-	assert.Equal(t, 1, rec.lost(), "the stalled attempt lost to the hedge")
+	assert.ElementsMatch(t, []httpretry.StopReason{httpretry.StopNone, httpretry.StopSuccess}, stops(rec))
+	lost := 0
+	for _, a := range rec.Attempts() {
+		if a.Lost {
+			lost++
+		}
+	}
+	assert.Equal(t, 1, lost, "the stalled attempt lost to the hedge")
 	require.Eventually(t, func() bool {
 		requests, abandoned := u.searches.counts()
 		return requests == 2 && abandoned == 1
@@ -176,7 +157,7 @@ func TestOtherInternalHostsAreNotRetried(t *testing.T) {
 
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, "deploying", body)
-	assert.Equal(t, []httpretry.StopReason{httpretry.StopAttempts}, rec.stops())
+	assert.Equal(t, []httpretry.StopReason{httpretry.StopAttempts}, stops(rec))
 }
 
 func TestUnlistedHostsGetTheDefaultPolicy(t *testing.T) {
@@ -189,5 +170,5 @@ func TestUnlistedHostsGetTheDefaultPolicy(t *testing.T) {
 	resp, _ := do(t, context.Background(), client, http.MethodGet, "http://api.example.com/stock", "")
 
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Len(t, rec.stops(), httpretry.DefaultMaxAttempts)
+	assert.Len(t, stops(rec), httpretry.DefaultMaxAttempts)
 }

@@ -67,7 +67,7 @@ func call(out io.Writer, client *http.Client, method, url, body string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	fmt.Fprintf(out, "   => %d %s after %v\n", resp.StatusCode, strings.TrimSpace(string(b)), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "   => %s: %q, after %v\n", resp.Status, strings.TrimSpace(string(b)), time.Since(start).Round(time.Millisecond))
 }
 
 func printAttempt(out io.Writer, a httpretry.Attempt) {
@@ -131,6 +131,6 @@ func (api *flakyAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, "charged once (%d charge(s) recorded)\n", len(api.charges))
 	default:
-		http.NotFound(w, r)
+		http.Error(w, "no such endpoint", http.StatusNotFound)
 	}
 }

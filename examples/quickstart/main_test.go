@@ -2,27 +2,19 @@ package main
 
 import (
 	"bytes"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/seedhq/httpretry/httpretrytest"
 )
 
 // TestQuickstart runs the demo against the flaky API in memory, on the
 // fake clock of synctest, so the Retry-After second passes instantly.
 func TestQuickstart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := newFlakyAPI()
-		inMemory := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			rec := httptest.NewRecorder()
-			api.ServeHTTP(rec, req)
-			if req.Body != nil {
-				req.Body.Close()
-			}
-			return rec.Result(), nil
-		})
+		inMemory := &httpretrytest.HandlerTransport{Handler: newFlakyAPI()}
 		var out bytes.Buffer
 		start := time.Now()
 		run(&out, "http://quickstart.test", inMemory)
@@ -31,13 +23,15 @@ func TestQuickstart(t *testing.T) {
 
 		for _, want := range []string{
 			"attempt 3 GET /inventory -> 200 OK [success] done: success",
-			"=> 200 42 widgets",
-			"attempt 1 GET /quota -> 429 Too Many Requests [transient] retry in 1.",
+			`=> 200 OK: "42 widgets", after`,
+			// Retry-After: 1, lengthened by up to 10 %: 1s to 1.1s.
+			"attempt 1 GET /quota -> 429 Too Many Requests [transient] retry in 1",
 			"(retry-after)",
-			"=> 200 quota ok",
+			`=> 200 OK: "quota ok", after`,
 			"attempt 2 POST /charges key=",
 			"charged once (1 charge(s) recorded)",
 			"attempt 1 GET /missing -> 404 Not Found [fatal] done: not retryable",
+			`=> 404 Not Found: "no such endpoint", after`,
 		} {
 			if !strings.Contains(got, want) {
 				t.Errorf("output lacks %q", want)
@@ -51,7 +45,3 @@ func TestQuickstart(t *testing.T) {
 		}
 	})
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -50,16 +50,11 @@ const (
 
 // newFakeGitHub returns the fake with the failures the demo walks through.
 func newFakeGitHub(retryAfter string) *fakeGitHub {
-	badGateway := fault{status: http.StatusBadGateway, body: "<html><body><h1>502 Bad Gateway</h1></body></html>"}
 	return &fakeGitHub{
 		retryAfter: retryAfter,
 		faults: map[string][]fault{
-			routeRepo: {badGateway, badGateway},
-			routeListIssues: {{
-				status: http.StatusTooManyRequests,
-				header: map[string]string{"Retry-After": retryAfter},
-				body:   `{"message":"API rate limit exceeded"}`,
-			}},
+			routeRepo:       {badGateway, badGateway},
+			routeListIssues: {rateLimited(retryAfter)},
 			routeSearch: {{
 				status: http.StatusForbidden,
 				header: map[string]string{"Retry-After": retryAfter},
@@ -72,7 +67,28 @@ func newFakeGitHub(retryAfter string) *fakeGitHub {
 	}
 }
 
-func (f *fakeGitHub) start() *httptest.Server {
+func (f *fakeGitHub) start() *httptest.Server { return httptest.NewServer(f.handler()) }
+
+// fail scripts more failures for route's next requests.
+func (f *fakeGitHub) fail(route string, faults ...fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults[route] = append(f.faults[route], faults...)
+}
+
+// rateLimited is GitHub's 429 with a Retry-After of seconds.
+func rateLimited(seconds string) fault {
+	return fault{
+		status: http.StatusTooManyRequests,
+		header: map[string]string{"Retry-After": seconds},
+		body:   `{"message":"API rate limit exceeded"}`,
+	}
+}
+
+var badGateway = fault{status: http.StatusBadGateway, body: "<html><body><h1>502 Bad Gateway</h1></body></html>"}
+
+// handler serves the fake's routes.
+func (f *fakeGitHub) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(routeRepo, f.handle(routeRepo, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{
@@ -93,7 +109,7 @@ func (f *fakeGitHub) start() *httptest.Server {
 		// Unreachable in the demo: the first request gets the 502.
 		writeJSON(w, http.StatusCreated, map[string]any{"number": 6 + len(f.issues)})
 	}))
-	return httptest.NewServer(mux)
+	return mux
 }
 
 // handle records each request, applies a create before any scripted

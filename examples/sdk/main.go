@@ -81,8 +81,12 @@ func main() {
 	srv := fake.start()
 	defer srv.Close()
 
+	policy := githubPolicy()
+	// This client waits at most 2 s for a rate limit (60 s by default), so
+	// that step 6 runs in seconds.
+	policy.MaxRetryAfter = 2 * time.Second
 	gh, err := newGitHubClient(srv.URL, &httpretry.Transport{
-		Policy:    githubPolicy(),
+		Policy:    policy,
 		OnAttempt: printAttempt,
 	})
 	if err != nil {
@@ -104,8 +108,9 @@ func main() {
 	report(err, func() string { return fmt.Sprintf("%d result(s)", found.GetTotal()) })
 
 	fmt.Println("\n4. Issues.Create: the issue is created, then the answer is lost (502).")
-	fmt.Println("   Without an idempotency key the POST may have been applied, so it is")
-	fmt.Println("   not repeated: the SDK gets the 502 and the caller decides")
+	fmt.Println("   Without an idempotency key a POST that may have been applied is not")
+	fmt.Println("   replayable, so httpretry stops (\"request not replayable\"): the SDK")
+	fmt.Println("   gets the 502 and the caller decides")
 	_, _, err = gh.Issues.Create(ctx, "seedhq", "httpretry", &github.IssueRequest{Title: github.Ptr("flaky upstream")})
 	var apiErr *github.ErrorResponse
 	if errors.As(err, &apiErr) {
@@ -114,6 +119,29 @@ func main() {
 	} else {
 		report(err, func() string { return "created" })
 	}
+
+	fmt.Println("\n5. Repositories.Get as a health check, with retries off for this one call")
+	fmt.Println("   (httpretry.WithoutRetries in its context): the 502 comes back at once")
+	fake.fail(routeRepo, badGateway)
+	_, _, err = gh.Repositories.Get(httpretry.WithoutRetries(ctx), "seedhq", "httpretry")
+	report(err, func() string { return "healthy" })
+
+	fmt.Println("\n6. Issues.ListByRepo rate-limited for 3 s, above this client's 2 s ceiling:")
+	fmt.Println("   a call that cannot wait gets the 429 at once; a nightly export raises")
+	fmt.Println("   its own ceiling with httpretry.WithPolicy and waits")
+	fake.fail(routeListIssues, rateLimited("3"), rateLimited("3"))
+	_, _, err = gh.Issues.ListByRepo(ctx, "seedhq", "httpretry", nil)
+	report(err, func() string { return "listed" })
+	export := withRateLimitCeiling(ctx, 10*time.Second)
+	issues, _, err = gh.Issues.ListByRepo(export, "seedhq", "httpretry", nil)
+	report(err, func() string { return fmt.Sprintf("%d open issue(s), after waiting", len(issues)) })
+}
+
+// withRateLimitCeiling returns ctx with the longest server-requested wait
+// obeyed raised to d, for the calls made with it only: a batch job that can
+// wait out a rate limit, next to interactive calls that cannot.
+func withRateLimitCeiling(ctx context.Context, d time.Duration) context.Context {
+	return httpretry.WithPolicy(ctx, func(p *httpretry.Policy) { p.MaxRetryAfter = d })
 }
 
 func report(err error, ok func() string) {

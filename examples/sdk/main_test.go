@@ -4,46 +4,28 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-github/v75/github"
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// attempts collects what OnAttempt reports.
-type attempts struct {
-	mu  sync.Mutex
-	all []httpretry.Attempt
-}
-
-func (a *attempts) record(at httpretry.Attempt) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	at.Response, at.Request = nil, nil // keep only the decision
-	a.all = append(a.all, at)
-}
-
-func (a *attempts) list() []httpretry.Attempt {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]httpretry.Attempt(nil), a.all...)
-}
-
 // setup starts a fake whose rate limits say Retry-After: 0, and a go-github
 // client over httpretry with p and no backoff waits.
-func setup(t *testing.T, p httpretry.Policy) (*fakeGitHub, *github.Client, *attempts) {
+func setup(t *testing.T, p httpretry.Policy) (*fakeGitHub, *github.Client, *httpretrytest.AttemptLog) {
 	t.Helper()
 	fake := newFakeGitHub("0")
 	srv := fake.start()
 	t.Cleanup(srv.Close)
 	p.Backoff = backoff.Constant(0)
-	rec := &attempts{}
-	gh, err := newGitHubClient(srv.URL, &httpretry.Transport{Policy: p, OnAttempt: rec.record})
+	rec := &httpretrytest.AttemptLog{}
+	gh, err := newGitHubClient(srv.URL, &httpretry.Transport{Policy: p, OnAttempt: rec.Record})
 	require.NoError(t, err)
 	return fake, gh, rec
 }
@@ -81,7 +63,7 @@ func TestSDKCallsSucceedThroughTransientFailures(t *testing.T) {
 
 	// The rate-limited attempts waited as the server asked.
 	var sources []string
-	for _, a := range rec.list() {
+	for _, a := range rec.Attempts() {
 		if a.Retry {
 			sources = append(sources, a.DelaySource.String())
 		}
@@ -91,13 +73,16 @@ func TestSDKCallsSucceedThroughTransientFailures(t *testing.T) {
 
 func TestUnkeyedPOSTIsNotRepeatedAfterItMayHaveBeenApplied(t *testing.T) {
 	t.Parallel()
-	fake, gh, _ := setup(t, githubPolicy())
+	fake, gh, rec := setup(t, githubPolicy())
 
 	_, resp, err := gh.Issues.Create(context.Background(), "seedhq", "httpretry",
 		&github.IssueRequest{Title: github.Ptr("flaky upstream")})
 
 	var apiErr *github.ErrorResponse
 	require.ErrorAs(t, err, &apiErr, "the SDK gets the 502 that ended retrying")
+	got := rec.Attempts()
+	require.Len(t, got, 1)
+	assert.Equal(t, httpretry.StopNotReplayable, got[0].Stop, "what the demo prints: request not replayable")
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	seen := fake.requests(routeCreateIssue)
 	require.Len(t, seen, 1, "a POST that reached the server is not sent again")
@@ -209,4 +194,45 @@ func TestClassifyGitHub(t *testing.T) {
 		})
 	}
 	assert.Equal(t, httpretry.ClassDefault, classifyGitHub(nil, nil, context.Canceled))
+}
+
+// TestPerCallPolicyThroughTheSDK: the override travels in the context the
+// SDK is given: one call with retries off, one whose Retry-After ceiling is
+// raised above the client's, on the fake clock of synctest, the fake GitHub
+// served in memory.
+func TestPerCallPolicyThroughTheSDK(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFakeGitHub("0")
+		fake.faults = map[string][]fault{} // only what this test scripts
+		// No http.Client.Timeout here: its timer goroutine outlives the
+		// test when go-github leaves an error response's body open.
+		gh, err := github.NewClient(&http.Client{Transport: &httpretry.Transport{
+			Base:   &httpretrytest.HandlerTransport{Handler: fake.handler()},
+			Policy: githubPolicy(), // MaxRetryAfter 60 s, the default
+		}}).WithEnterpriseURLs("http://github.test/", "http://github.test/")
+		require.NoError(t, err)
+		ctx := t.Context()
+
+		fake.fail(routeRepo, badGateway)
+		_, resp, err := gh.Repositories.Get(httpretry.WithoutRetries(ctx), "seedhq", "httpretry")
+		require.Error(t, err)
+		assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+		assert.Len(t, fake.requests(routeRepo), 1, "retries off for this call")
+		_, _, err = gh.Repositories.Get(ctx, "seedhq", "httpretry")
+		require.NoError(t, err, "the next call retries as usual")
+
+		fake.fail(routeListIssues, rateLimited("90"), rateLimited("90"))
+		start := time.Now()
+		_, resp, err = gh.Issues.ListByRepo(ctx, "seedhq", "httpretry", nil)
+		require.Error(t, err)
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Zero(t, time.Since(start), "90 s is above the 60 s ceiling: returned at once")
+
+		issues, _, err := gh.Issues.ListByRepo(withRateLimitCeiling(ctx, 2*time.Minute), "seedhq", "httpretry", nil)
+		require.NoError(t, err)
+		assert.Len(t, issues, 1)
+		assert.GreaterOrEqual(t, time.Since(start), 90*time.Second, "this call waited as the server asked")
+		assert.Len(t, fake.requests(routeListIssues), 3)
+	})
 }

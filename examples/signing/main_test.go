@@ -13,6 +13,7 @@ import (
 
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -111,23 +112,11 @@ func TestSignerAboveRetriesIsAReplayEvenWithoutAWait(t *testing.T) {
 	assert.Equal(t, "replayed nonce", seen[1].Reject)
 }
 
-// closeTracker records whether the body was closed.
-type closeTracker struct {
-	io.Reader
-	closed bool
-}
-
-func (c *closeTracker) Close() error { c.closed = true; return nil }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
 func TestSignerReadsTheBodyThroughGetBody(t *testing.T) {
 	t.Parallel()
 	var sent []byte
 	var signed *http.Request
-	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		signed = req
 		var err error
 		sent, err = io.ReadAll(req.Body)
@@ -148,18 +137,17 @@ func TestSignerReadsTheBodyThroughGetBody(t *testing.T) {
 
 func TestSignerRefusesABodyItCannotReread(t *testing.T) {
 	t.Parallel()
-	body := &closeTracker{Reader: strings.NewReader(reportBody)}
+	body := httpretrytest.NewBody(reportBody)
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://api.test/reports", body)
 	require.NoError(t, err)
 	require.Nil(t, req.GetBody)
-	called := false
-	base := roundTripFunc(func(*http.Request) (*http.Response, error) { called = true; return nil, nil })
+	base := httpretrytest.NewScript()
 
 	_, err = (&Signer{Key: demoKey, Base: base}).RoundTrip(req)
 
 	require.ErrorIs(t, err, errNoGetBody)
-	assert.False(t, called)
-	assert.True(t, body.closed, "a RoundTripper closes the body even on error")
+	assert.Empty(t, base.Requests())
+	assert.Positive(t, body.Closes(), "a RoundTripper closes the body even on error")
 }
 
 func TestHTTPRetryGivesTheSignerGetBodyForBufferedBodies(t *testing.T) {
@@ -177,7 +165,7 @@ func TestHTTPRetryGivesTheSignerGetBodyForBufferedBodies(t *testing.T) {
 		seen = append(seen, string(b))
 	}))
 	t.Cleanup(srv.Close)
-	req, err := http.NewRequest(http.MethodPost, srv.URL, &closeTracker{Reader: strings.NewReader(reportBody)})
+	req, err := http.NewRequest(http.MethodPost, srv.URL, httpretrytest.NewBody(reportBody))
 	require.NoError(t, err)
 	client := &http.Client{Transport: &httpretry.Transport{Base: &Signer{Key: demoKey}}}
 

@@ -72,7 +72,7 @@ func occCharts(dir string, rs []occResult) error {
 			func(m string, c int) (float64, bool) { _, v, _, _, ok := sim.OCCReference(m, c); return v, ok }, true},
 	} {
 		p := plot.New()
-		p.Title.Text = chart.title + " — lines: httpretry's strategies; crosses: papers.md §1.4"
+		p.Title.Text = chart.title + " — lines: httpretry's strategies; crosses: Brooker's simulator"
 		p.X.Label.Text, p.Y.Label.Text = "clients", chart.y
 		var ticks []plot.Tick
 		for _, c := range sim.OCCClientCounts() {
@@ -202,7 +202,11 @@ func metastableChart(dir string, rs []metaRun, until time.Duration) error {
 			}
 			line(p, i, s.what, xys, false)
 		}
-		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, until.Seconds(), 0, 700
+		// The data stay below 700/s; the room above holds the legend, so
+		// it covers no line.
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, until.Seconds(), 0, 950
+		p.Y.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0, Label: "0"}, {Value: 300, Label: "300"},
+			{Value: 600, Label: "600"}, {Value: 900, Label: "900"}})
 		plots = append(plots, []*plot.Plot{p})
 	}
 	plots[len(plots)-1][0].X.Label.Text = "time (s)"

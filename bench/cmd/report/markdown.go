@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seedhq/httpretry/bench/hedgeload"
 	"github.com/seedhq/httpretry/bench/sim"
 )
 
@@ -18,11 +19,15 @@ type report struct {
 	bench     benchSamples
 	benchMeta map[string]string
 	benchstat string
+	metrics   benchSamples       // BenchmarkMetricsOverhead's rounds; nil without them
+	hostState map[string]float64 // BenchmarkHostStateMemory: MiB by policy; nil without it
 	occRuns   int
 	occ       []occResult
 	herds     []herdRun
 	storms    []stormCell
 	meta      []metaRun
+	hedging   hedgeload.Results  // nil without cmd/hedgeload's results
+	overload  *sim.OverloadTable // nil when its figures are missing
 }
 
 // target is one of the brief's quantitative goals and what was measured.
@@ -61,13 +66,19 @@ func (r *report) markdown() string {
 	r.herdSection(&b)
 	r.stormSection(&b)
 	r.metastableSection(&b)
+	r.hedgingSection(&b)
+	if r.overload != nil {
+		r.overloadSection(&b)
+	}
+	sourcesSection(&b)
 
 	w("## Reproduce\n\n```sh\ncd bench\n")
 	w("go test -race -shuffle=on -count=1 ./...   # reduced simulations with their assertions, behaviour tests\n")
+	w("go run ./cmd/hedgeload                     # section 6's loopback runs, about 20 minutes: before the report, on a quiet machine\n")
 	w("go run ./cmd/report                        # this document and docs/img/*.svg (benchmarks included)\n")
-	w("go run ./cmd/report -overhead-only         # only the benchmarks: benchstat and ratios to bare\n")
-	w("go test -run '^$' -bench Overhead -benchmem -count 6 . | tee results/overhead.txt\n")
-	w("go run %s -col /client results/overhead.txt\n```\n", benchstatCmd)
+	w("go run ./cmd/report -overhead-only         # only the benchmark rounds (each client in its own process): benchstat and ratios\n")
+	w("HTTPRETRY_SIM=full go test -run OverloadTable -v ./sim   # section 7's runs, one line each\n")
+	w("go run %s -col /client results/overhead.txt  # benchstat on the interleaved samples\n```\n", benchstatCmd)
 	return b.String()
 }
 
@@ -82,8 +93,10 @@ func (r *report) overheadSection(b *strings.Builder) {
 	w("`*http.Transport`: the bare transport (the floor), `httpretry.Transport` with the default policy,\n")
 	w("go-retryablehttp v0.7.8's `RoundTripper` (4 attempts, no logger) and failsafe-go v0.9.8's\n")
 	w("`failsafehttp` round tripper with its HTTP retry policy (4 attempts). Every request succeeds at once,\n")
-	w("so this is what each library costs when nothing fails. The clients alternate inside each case, and the\n")
-	w("whole set ran %d times (`-count`); the table gives medians with the half-range of the runs.\n\n", len(r.bench["get"]["bare"]["ns/op"]))
+	w("so this is what each library costs when nothing fails. The run has %d rounds; in each, every client\n", len(r.bench["get"]["bare"]["ns/op"]))
+	w("runs all the cases once in a process of its own, one client after another, in an order turned by one\n")
+	w("each round, so machine noise does not land on one client's block of samples. The table gives medians\n")
+	w("with the half-range of the rounds, and the time ratio to bare taken within each round (median and range).\n\n")
 	w("- `get`: a GET, one goroutine. `get-parallel`: the same under `b.RunParallel` (GOMAXPROCS %d).\n", runtime.GOMAXPROCS(0))
 	w("- `post-1MiB-getbody`: a 1 MiB POST built by `http.NewRequest` over a `bytes.Reader`, so `GetBody` is set.\n")
 	w("- `post-1MiB-opaque`: the same body behind a reader type `http.NewRequest` does not know: no `GetBody`,\n")
@@ -98,23 +111,35 @@ func (r *report) overheadSection(b *strings.Builder) {
 	w("  body, as ReadAll grows its buffer).\n")
 	w("- Without `GetBody`, httpretry buffers up to 1 MiB in one exact-size allocation; above the limit it\n")
 	w("  streams the body once and does not retry it. The others read any body whole, whatever its size\n")
-	w("  (≈ 17 MB allocated for 8 MiB).\n\n")
+	w("  (≈ 17 MB allocated for 8 MiB): `TestCompareRequestBodyBuffering` counts the bytes each library reads\n")
+	w("  from a body before its first attempt is sent.\n\n")
 	if r.benchstat != "" {
 		w("<details><summary>benchstat -col /client (each column compared with bare)</summary>\n\n```text\n%s```\n\n</details>\n\n", r.benchstat)
 	}
+	r.metricsSection(b)
+	r.hostStateSection(b)
 }
 
 func (r *report) occSection(b *strings.Builder) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## 2. Scenario A: Brooker's contention model\n\n")
-	w("papers.md §1.1 and §8 A: clients 10…190 all start at t = 0 and each updates one row once, by a read\n")
+	w("The model of Brooker's \"Exponential Backoff And Jitter\" (AWS Architecture Blog, March 2015), as\n")
+	w("the simulator behind the post's figures implements it ([aws-samples/aws-arch-backoff-simulator at commit\n")
+	w("66cb169](%s), `src/backoff_simulator.py`):\n", brookerSimulator)
+	w("clients 10…190 all start at t = 0 and each updates one row once, by a read\n")
 	w("and a conditional write; every one-way message takes |N(10 ms, 2 ms)|; a failed write backs off and\n")
 	w("tries again. Base 5 ms, cap 2 s. %d runs per point for each of two seeds (%d runs pooled), each\n", r.occRuns, 2*r.occRuns)
 	w("client with its own random stream. The delays come from `backoff.Exponential{…}.Delay` and\n")
 	w("`backoff.Decorrelated.Delay` themselves. **Index convention:** our retry n = 1 has ceiling `Base`,\n")
 	w("Brooker's first retry uses 2·base, so the exponential family runs with `Base` = 10 ms (20 ms for\n")
 	w("`full2x`, full jitter with a doubled ceiling, the mean-matched variant); decorrelated starts from\n")
-	w("sleep = base = 5 ms in both. The reference is the mean of §1.4's two seeds.\n\n")
+	w("sleep = base = 5 ms in both.\n\n")
+	w("**The reference.** The post prints no numbers, only graphs. The reference is that simulator run\n")
+	w("unchanged but for Python 3's `range`: 100 runs per point with seed 2015 and 100 with seed 42, and\n")
+	w("each cell is the mean of the two. `percent10` (the capped delay times U(0.9, 1.1)) and `full2x`\n")
+	w("(U(0, min(cap, 2·base·2^n))) are two modes added to the same simulator and run once (100 runs, seed 7)\n")
+	w("at 10, 50, 100, 150 and 190 clients. Every reference number is in the tables below, after the\n")
+	w("slash, and in `bench/sim/occ_reference.go`.\n\n")
 	w("![calls](img/brooker-calls.svg)\n\n![time](img/brooker-time.svg)\n\n")
 	w("Worst deviation from the reference over all client counts (targets: calls ±3 %%, makespan ±6 %%):\n\n")
 	w("| mode | cells | worst calls deviation | worst makespan deviation | z of the worst makespan | makespan sd per run at 100 clients |\n|---|---|---|---|---|---|\n")
@@ -130,8 +155,8 @@ func (r *report) occSection(b *strings.Builder) {
 	}
 	w("\nz is the worst makespan deviation divided by the standard error of the difference between two\n")
 	w("means of %d runs with our per-run spread (ours pooled, the reference's two seeds). Each mode's worst\n", 2*r.occRuns)
-	w("is taken over 19 cells, and the largest |z| of 19 draws from chance alone is typically 2 to 2.5. papers.md §8 A expects ±10 %% on time for no-jitter exponential and for\n")
-	w("≤ 20 clients, where a single run's makespan varies by 30–40 %%.\n")
+	w("is taken over 19 cells, and the largest |z| of 19 draws from chance alone is typically 2 to 2.5. For no-jitter exponential and for\n")
+	w("≤ 20 clients, where a single run's makespan varies by 30–40 %%, ±10 %% on time is the band to expect.\n")
 	w("\nEvery cell, ours / reference (calls, then makespan in ms):\n\n")
 	for _, what := range []string{"calls", "makespan (ms)"} {
 		w("| clients |")

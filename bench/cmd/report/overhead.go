@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,17 +23,20 @@ var (
 	benchClients = []string{"bare", "httpretry", "retryablehttp", "failsafehttp"}
 )
 
-// runBenchmarks runs BenchmarkOverhead count times into file.
+// runBenchmarks runs BenchmarkOverhead in count rounds, each client in a
+// process of its own and the order turned every round (rounds.go), into
+// file.
 func runBenchmarks(dir, file string, count int, benchtime string) error {
 	f, err := os.Create(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "^BenchmarkOverhead$", "-benchmem",
-		"-count", strconv.Itoa(count), "-benchtime", benchtime, ".")
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, f, os.Stderr
-	return cmd.Run()
+	bin := filepath.Join(filepath.Dir(file), "bench.test")
+	if err := testBinary(dir, bin); err != nil {
+		return err
+	}
+	return runRounds(dir, bin, count, benchClients, overheadArgs(benchtime), f)
 }
 
 // benchstat runs benchstat on file with the clients as columns, so each
@@ -49,10 +53,21 @@ func benchstat(dir, file string) (string, error) {
 // benchSamples maps case → client → unit → samples.
 type benchSamples map[string]map[string]map[string][]float64
 
-var benchLine = regexp.MustCompile(`^BenchmarkOverhead/case=([^/]+)/client=(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+// benchLine matches a result line of the side-by-side benchmark name:
+// "<name>/case=<case>/client=<client>[-N] <iterations> <value unit>...".
+func benchLine(name string) *regexp.Regexp {
+	return regexp.MustCompile(`^` + name + `/case=([^/]+)/client=(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+}
 
-// parseBenchmarks reads go test -bench output.
+// parseBenchmarks reads the go test -bench output of BenchmarkOverhead.
 func parseBenchmarks(file string) (benchSamples, map[string]string, error) {
+	return parseSideBySide(file, "BenchmarkOverhead")
+}
+
+// parseSideBySide reads the go test -bench output of the side-by-side
+// benchmark name.
+func parseSideBySide(file, name string) (benchSamples, map[string]string, error) {
+	line := benchLine(name)
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, nil, err
@@ -62,11 +77,11 @@ func parseBenchmarks(file string) (benchSamples, map[string]string, error) {
 	meta := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		line := sc.Text()
-		if k, v, ok := strings.Cut(line, ": "); ok && (k == "cpu" || k == "goos" || k == "goarch") {
+		text := sc.Text()
+		if k, v, ok := strings.Cut(text, ": "); ok && (k == "cpu" || k == "goos" || k == "goarch") {
 			meta[k] = v
 		}
-		m := benchLine.FindStringSubmatch(line)
+		m := line.FindStringSubmatch(text)
 		if m == nil {
 			continue
 		}
@@ -103,10 +118,11 @@ func (s benchSamples) spread(c, client, unit string) float64 {
 	return (slices.Max(xs) - slices.Min(xs)) / 2 / sim.Median(xs)
 }
 
-// overheadTable renders the medians and their ratios to the bare transport.
+// overheadTable renders the medians and their ratios to the bare transport:
+// for time, the median and range of the ratios within each round.
 func overheadTable(s benchSamples) string {
 	var b strings.Builder
-	b.WriteString("| case | client | ns/op (median ± half-range) | × bare | B/op | × bare | allocs/op | × bare |\n")
+	b.WriteString("| case | client | ns/op (median ± half-range) | × bare (per round: median [min–max]) | B/op | × bare | allocs/op | × bare |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, c := range benchCases {
 		if s[c] == nil {
@@ -115,7 +131,7 @@ func overheadTable(s benchSamples) string {
 		for _, cl := range benchClients {
 			ns, bytes, allocs := s.median(c, cl, "ns/op"), s.median(c, cl, "B/op"), s.median(c, cl, "allocs/op")
 			fmt.Fprintf(&b, "| %s | %s | %s ± %.0f %% | %s | %s | %s | %.0f | %s |\n", c, cl,
-				fmtNum(ns), 100*s.spread(c, cl, "ns/op"), ratio(ns, s.median(c, "bare", "ns/op")),
+				fmtNum(ns), 100*s.spread(c, cl, "ns/op"), ratioSpread(s.roundRatios(c, cl, "ns/op")),
 				fmtNum(bytes), ratio(bytes, s.median(c, "bare", "B/op")),
 				allocs, ratio(allocs, s.median(c, "bare", "allocs/op")))
 		}

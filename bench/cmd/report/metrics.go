@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/seedhq/httpretry/bench/sim"
+)
+
+// The metrics overhead: BenchmarkMetricsOverhead (bench/metrics_test.go)
+// run in rounds like the overhead benchmark, the clients being httpretry
+// plain, with empty hooks, and instrumented with otelhttpretry.Instrument.
+var (
+	metricsCases   = []string{"get", "get-parallel", "memory"}
+	metricsClients = []string{"plain", "hooks", "metrics"}
+)
+
+// runMetricsBenchmarks runs BenchmarkMetricsOverhead in count rounds into
+// file.
+func runMetricsBenchmarks(dir, file string, count int, benchtime string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bin := filepath.Join(filepath.Dir(file), "bench.test")
+	if err := testBinary(dir, bin); err != nil {
+		return err
+	}
+	return runRounds(dir, bin, count, metricsClients, func(client string) []string {
+		return []string{"-test.run", "^$", "-test.bench", "^BenchmarkMetricsOverhead$/./^client=" + client + "$",
+			"-test.benchmem", "-test.count", "1", "-test.benchtime", benchtime}
+	}, f)
+}
+
+// metricsTable renders the medians and the per-round ratios to plain.
+func metricsTable(s benchSamples) string {
+	var b strings.Builder
+	b.WriteString("| case | client | ns/op (median ± half-range) | × plain (per round: median [min–max]) | B/op | allocs/op |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, c := range metricsCases {
+		if s[c] == nil {
+			continue
+		}
+		for _, cl := range metricsClients {
+			fmt.Fprintf(&b, "| %s | %s | %s ± %.0f %% | %s | %s | %.0f |\n", c, cl,
+				fmtNum(s.median(c, cl, "ns/op")), 100*s.spread(c, cl, "ns/op"),
+				ratioSpread(s.ratiosTo(c, cl, "plain", "ns/op")),
+				fmtNum(s.median(c, cl, "B/op")), s.median(c, cl, "allocs/op"))
+		}
+	}
+	return b.String()
+}
+
+func (r *report) metricsSection(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("### Metrics on the success path\n\n")
+	if r.metrics == nil {
+		w("No metrics benchmark results were available when this was generated.\n\n")
+		return
+	}
+	w("`BenchmarkMetricsOverhead` (bench/metrics_test.go): the same GET through httpretry with the default\n")
+	w("policy (`plain`), with empty `OnAttempt` and `OnCall` hooks (`hooks`: what the Transport itself pays\n")
+	w("for being observed, timing attempts and naming the host), and instrumented with\n")
+	w("`otelhttpretry.Instrument` recording into the OpenTelemetry SDK (`metrics`). `get` and `get-parallel`\n")
+	w("go over loopback; `memory` answers from memory, so only the Transport's and the recording's own cost\n")
+	w("is left. %d rounds, each client in a process of its own, the order turned every round.\n\n", len(r.metrics["get"]["plain"]["ns/op"]))
+	w("%s\n", metricsTable(r.metrics))
+}
+
+func (r *report) metricsTargets() []target {
+	s := r.metrics
+	ns := sim.Median(s.ratiosTo("get", "metrics", "plain", "ns/op"))
+	allocs := s.median("get", "metrics", "allocs/op") - s.median("get", "plain", "allocs/op")
+	return []target{
+		{"metrics: GET ns/op", "≤ 5 % over httpretry without metrics", fmt.Sprintf("%+.1f %% (median of the per-round ratios; range %s)", 100*(ns-1), ratioSpread(s.ratiosTo("get", "metrics", "plain", "ns/op"))), ns <= 1.05},
+		{"metrics: GET allocs/op", "≤ 1 more than without metrics", fmt.Sprintf("%+.0f", allocs), allocs <= 1},
+	}
+}

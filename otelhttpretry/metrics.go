@@ -1,0 +1,528 @@
+package otelhttpretry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"weak"
+
+	"github.com/seedhq/httpretry"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// ScopeName is the instrumentation scope of the metrics Instrument
+// records: the name of their Meter.
+const ScopeName = "github.com/seedhq/httpretry/otelhttpretry"
+
+// The names of the metrics Instrument records. docs/observability.md
+// documents each with its unit and attributes.
+const (
+	MetricAttempts        = "httpretry.attempts"             // counter of attempts Base saw
+	MetricAttemptDuration = "httpretry.attempt.duration"     // histogram, seconds per attempt
+	MetricCallDuration    = "httpretry.call.duration"        // histogram, seconds per RoundTrip
+	MetricRetryDelay      = "httpretry.retry.delay"          // histogram, seconds waited before a retry
+	MetricRefusals        = "httpretry.refusals"             // counter of attempts a guard did not let out
+	MetricBudgetLevel     = "httpretry.budget.level"         // gauge, share of the host's retry budget left
+	MetricBreakerState    = "httpretry.breaker.state"        // gauge, 0 closed, 1 half-open, 2 open
+	MetricThrottle        = "httpretry.throttle.probability" // gauge, probability that adaptive throttling rejects an attempt
+	MetricConcurrency     = "httpretry.concurrency.limit"    // gauge, attempts the adaptive concurrency limit allows in flight
+)
+
+// The attributes of httpretry's own, beside the semantic conventions'
+// server.address, server.port, http.request.method and
+// http.response.status_code.
+const (
+	// AttemptKind says why an attempt was sent: "first", "retry" or
+	// "hedge".
+	AttemptKind = attribute.Key("httpretry.attempt.kind")
+	// AttemptClass is the class of the attempt's outcome, as
+	// httpretry.Class.String names it: "success", "transient",
+	// "not-processed" or "fatal". A lost hedge has none.
+	AttemptClass = attribute.Key("httpretry.attempt.class")
+	// AttemptLost is true on an attempt cancelled because another attempt
+	// of its round answered first; absent otherwise.
+	AttemptLost = attribute.Key("httpretry.attempt.lost")
+	// DelaySource says where the wait before a retry came from, as
+	// httpretry.DelaySource.String names it: "backoff", "retry-after",
+	// "ratelimit" or "ratelimit-reset". Only on attempts that are retried.
+	DelaySource = attribute.Key("httpretry.delay.source")
+	// StopReason says why the call stopped, as httpretry.StopReason.String
+	// names it ("success", "attempts exhausted", "retry budget exhausted",
+	// …). Only on the attempt that ended the call, and on the call.
+	StopReason = attribute.Key("httpretry.stop.reason")
+	// RefusalReason says which guard refused an attempt: "budget" (the
+	// host's retry budget) or "breaker" (its circuit breaker).
+	RefusalReason = attribute.Key("httpretry.refusal.reason")
+)
+
+// Option configures Instrument.
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	provider metric.MeterProvider
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithMeterProvider records the metrics with mp. Without it, or with a nil
+// mp, Instrument uses the global MeterProvider (otel.GetMeterProvider).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.provider = mp })
+}
+
+// Instrument records OpenTelemetry metrics of t: a counter of attempts,
+// histograms of attempt and call durations and of the waits before
+// retries, a counter of attempts the retry budget or the circuit breaker
+// refused, and gauges of each host's budget level and breaker state. It
+// sets t.OnAttempt and t.OnCall, calling the hooks already there first,
+// and registers a callback that reads t.Stats when the metrics are
+// collected; the callback goes away with t.
+//
+// Call it once per Transport, before the Transport's first use: like any
+// field of a Transport, the hooks must not change once requests flow.
+//
+// Attributes are bounded: the host (server.address, and server.port unless
+// it is 80 or 443, from Attempt.Host), the method (unknown methods as "_OTHER"), the status
+// code, and httpretry's own enumerations; never a path, a query or a key.
+// Past the first 100 hosts, further hosts are recorded as server.address
+// "_OTHER", and the gauges report the worst of them there.
+//
+// http.client.request.duration, the semantic conventions' metric of each
+// request sent on the wire, is the HTTP instrumentation's to record: with
+// NewTransport as t.Base, otelhttp records it, once per attempt.
+func Instrument(t *httpretry.Transport, opts ...Option) error {
+	if t == nil {
+		return errors.New("otelhttpretry: Instrument of a nil Transport")
+	}
+	var c config
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.provider == nil {
+		c.provider = otel.GetMeterProvider()
+	}
+	m, err := newMetrics(c.provider.Meter(ScopeName))
+	if err != nil {
+		return err
+	}
+	reg, err := m.register(weak.Make(t))
+	if err != nil {
+		return err
+	}
+	runtime.AddCleanup(t, func(r metric.Registration) { _ = r.Unregister() }, reg)
+
+	if prev := t.OnAttempt; prev != nil {
+		t.OnAttempt = func(a httpretry.Attempt) { prev(a); m.attempt(a) }
+	} else {
+		t.OnAttempt = m.attempt
+	}
+	if prev := t.OnCall; prev != nil {
+		t.OnCall = func(c httpretry.Call) { prev(c); m.call(c) }
+	} else {
+		t.OnCall = m.call
+	}
+	return nil
+}
+
+// Bucket boundaries, in seconds. Durations take the semantic conventions'
+// advice for http.client.request.duration; delays reach up to a minute,
+// the default ceiling on a server's Retry-After.
+var (
+	durationBuckets = []float64{0, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+	delayBuckets    = []float64{0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+)
+
+// metrics holds the instruments of one Transport and the attribute sets
+// they are recorded with, built once per combination.
+//
+// The two counters are observable: each combination of attributes keeps
+// its count in an atomic, which the collection reads. An addition is then
+// one atomic increment, where the SDK's synchronous Add would normalise
+// and hash every attribute of the set on each call; the histograms have no
+// observable form and are recorded as they happen.
+type metrics struct {
+	meter        metric.Meter
+	attempts     metric.Int64ObservableCounter
+	attemptDur   metric.Float64Histogram
+	callDur      metric.Float64Histogram
+	delay        metric.Float64Histogram
+	refusals     metric.Int64ObservableCounter
+	budgetLevel  metric.Float64ObservableGauge
+	breakerState metric.Int64ObservableGauge
+	throttle     metric.Float64ObservableGauge
+	concurrency  metric.Int64ObservableGauge
+
+	hosts       hostSet
+	attemptOpts cache[attemptKey, *attemptOpts]
+	callOpts    cache[callKey, *callOpts]
+	refusalOpts cache[refusalKey, *counter]
+
+	// Counts of combinations past maxEntries, under the attribute the SDK
+	// gives its own overflow.
+	attemptOverflow, refusalOverflow counter
+}
+
+// counter is a count under one attribute set.
+type counter struct {
+	n   atomic.Int64
+	set attribute.Set
+}
+
+// overflowSet marks counts whose attributes were not kept, as the SDK does
+// past its cardinality limit.
+var overflowSet = attribute.NewSet(attribute.Bool("otel.metric.overflow", true))
+
+func newMetrics(meter metric.Meter) (*metrics, error) {
+	m := &metrics{meter: meter}
+	m.attemptOverflow.set, m.refusalOverflow.set = overflowSet, overflowSet
+	var err, e error
+	m.attempts, e = meter.Int64ObservableCounter(MetricAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts sent by the retrying transport, hedges included."))
+	err = errors.Join(err, e)
+	m.attemptDur, e = meter.Float64Histogram(MetricAttemptDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of each attempt, from sending it to its response header or error."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	err = errors.Join(err, e)
+	m.callDur, e = meter.Float64Histogram(MetricCallDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of each call of the retrying transport, every attempt and wait included."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	err = errors.Join(err, e)
+	m.delay, e = meter.Float64Histogram(MetricRetryDelay, metric.WithUnit("s"),
+		metric.WithDescription("Wait decided before each retry."),
+		metric.WithExplicitBucketBoundaries(delayBuckets...))
+	err = errors.Join(err, e)
+	m.refusals, e = meter.Int64ObservableCounter(MetricRefusals, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts not sent because the host's retry budget, circuit breaker or overload control refused them."))
+	err = errors.Join(err, e)
+	m.budgetLevel, e = meter.Float64ObservableGauge(MetricBudgetLevel, metric.WithUnit("1"),
+		metric.WithDescription("Share of the host's retry budget available, from 0 (empty) to 1 (full)."))
+	err = errors.Join(err, e)
+	m.breakerState, e = meter.Int64ObservableGauge(MetricBreakerState,
+		metric.WithDescription("State of the host's circuit breaker: 0 closed, 1 half-open, 2 open."))
+	err = errors.Join(err, e)
+	m.throttle, e = meter.Float64ObservableGauge(MetricThrottle, metric.WithUnit("1"),
+		metric.WithDescription("Probability that the host's adaptive throttling rejects an attempt sent now."))
+	err = errors.Join(err, e)
+	m.concurrency, e = meter.Int64ObservableGauge(MetricConcurrency, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts the host's adaptive concurrency limit allows in flight now."))
+	err = errors.Join(err, e)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// attemptKey is what the attributes of an attempt depend on.
+type attemptKey struct {
+	host   string // Attempt.Host, or overflowKey for hosts past the bound
+	method string // normalised
+	status int    // 0 without a response
+	kind   kind
+	class  httpretry.Class
+	lost   bool
+	source httpretry.DelaySource // DelayNone unless retried
+	stop   httpretry.StopReason
+}
+
+type attemptOpts struct {
+	count counter
+	dur   []metric.RecordOption // nil for a lost attempt
+	delay []metric.RecordOption // nil unless retried
+}
+
+// callKey is what the attributes of a call depend on.
+type callKey struct {
+	host     string
+	method   string
+	status   int
+	stop     httpretry.StopReason
+	attempts bool // the call sent at least one attempt
+}
+
+type callOpts struct {
+	dur     []metric.RecordOption
+	refusal *counter // nil unless a guard refused an attempt
+}
+
+// refusalKey is what the attributes of a refusal depend on.
+type refusalKey struct {
+	host   string
+	reason string
+	kind   kind
+}
+
+type kind uint8
+
+const (
+	kindFirst kind = iota
+	kindRetry
+	kindHedge
+)
+
+var kindNames = [...]string{"first", "retry", "hedge"}
+
+func (m *metrics) attempt(a httpretry.Attempt) {
+	ctx := context.Background()
+	method := ""
+	if a.Request != nil {
+		ctx, method = a.Request.Context(), a.Request.Method
+	}
+	k := attemptKey{host: a.Host, method: normMethod(method), status: statusOf(a.Response),
+		class: a.Class, lost: a.Lost, stop: a.Stop}
+	switch {
+	case a.Hedge:
+		k.kind = kindHedge
+	case a.N > 1:
+		k.kind = kindRetry
+	}
+	if a.Retry {
+		k.source = a.DelaySource
+	}
+	if a.Lost {
+		k.class = httpretry.ClassDefault
+	}
+	o, kept := options(&m.attemptOpts, &m.hosts, k, m.newAttemptOpts)
+	if kept {
+		o.count.n.Add(1)
+	} else {
+		m.attemptOverflow.n.Add(1)
+	}
+	if o.dur != nil {
+		m.attemptDur.Record(ctx, a.Duration.Seconds(), o.dur...)
+	}
+	if o.delay != nil {
+		m.delay.Record(ctx, a.Delay.Seconds(), o.delay...)
+	}
+}
+
+func (m *metrics) call(c httpretry.Call) {
+	ctx := context.Background()
+	method := ""
+	if c.Request != nil {
+		ctx, method = c.Request.Context(), c.Request.Method
+	}
+	k := callKey{host: c.Host, method: normMethod(method), status: statusOf(c.Response),
+		stop: c.Stop, attempts: c.Attempts > 0}
+	o, _ := options(&m.callOpts, &m.hosts, k, m.newCallOpts)
+	m.callDur.Record(ctx, c.Duration.Seconds(), o.dur...)
+	if o.refusal != nil {
+		o.refusal.n.Add(1)
+	}
+}
+
+// keyed is a cache key that names a host.
+type keyed[K any] interface {
+	comparable
+	hostKey() string
+	withHost(string) K
+}
+
+func (k attemptKey) hostKey() string              { return k.host }
+func (k attemptKey) withHost(h string) attemptKey { k.host = h; return k }
+func (k callKey) hostKey() string                 { return k.host }
+func (k callKey) withHost(h string) callKey       { k.host = h; return k }
+
+// options returns the options of k from c, built by build on first use,
+// and whether they are kept in c. A host past the bound is recorded under
+// the one "_OTHER" host; past the cache's bound, options are built for
+// each measurement and not kept.
+func options[K keyed[K], V any](c *cache[K, V], hosts *hostSet, k K, build func(K, []attribute.KeyValue) V) (V, bool) {
+	if v, ok := c.get(k); ok {
+		return v, true
+	}
+	host, ok := hosts.get(k.hostKey())
+	if !ok {
+		k = k.withHost(overflowKey)
+		if v, ok := c.get(k); ok {
+			return v, true
+		}
+	}
+	if v, ok := c.add(k, maxEntries, func() V { return build(k, host) }); ok {
+		return v, true
+	}
+	return build(k, host), false
+}
+
+func (m *metrics) newAttemptOpts(k attemptKey, host []attribute.KeyValue) *attemptOpts {
+	common := append(host[:len(host):len(host)], semconv.HTTPRequestMethodKey.String(k.method),
+		AttemptKind.String(kindNames[k.kind]))
+	if k.class != httpretry.ClassDefault {
+		common = append(common, AttemptClass.String(k.class.String()))
+	}
+	o := &attemptOpts{}
+	count := common
+	if k.status != 0 {
+		count = append(count, semconv.HTTPResponseStatusCode(k.status))
+	}
+	if k.lost {
+		count = append(count, AttemptLost.Bool(true))
+	} else {
+		o.dur = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(common...))}
+	}
+	if k.source != httpretry.DelayNone {
+		count = append(count, DelaySource.String(k.source.String()))
+		delay := append(host[:len(host):len(host)], DelaySource.String(k.source.String()))
+		o.delay = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(delay...))}
+	}
+	if k.stop != httpretry.StopNone {
+		count = append(count, StopReason.String(k.stop.String()))
+	}
+	o.count.set = attribute.NewSet(count...)
+	return o
+}
+
+func (m *metrics) newCallOpts(k callKey, host []attribute.KeyValue) *callOpts {
+	attrs := append(host[:len(host):len(host)], semconv.HTTPRequestMethodKey.String(k.method),
+		StopReason.String(k.stop.String()))
+	if k.status != 0 {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(k.status))
+	}
+	o := &callOpts{dur: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}}
+	// A call the budget stopped was refused a retry; one the breaker
+	// stopped, its first attempt when it sent none, else a retry.
+	r := refusalKey{host: k.host, kind: kindRetry}
+	switch k.stop {
+	case httpretry.StopBudget:
+		r.reason = refusalReasons[k.stop]
+	case httpretry.StopBreaker, httpretry.StopThrottled, httpretry.StopConcurrencyLimit, httpretry.StopRateLimited:
+		r.reason = refusalReasons[k.stop]
+		if !k.attempts {
+			r.kind = kindFirst
+		}
+	default:
+		return o
+	}
+	build := func() *counter {
+		attrs := append(host[:len(host):len(host)], RefusalReason.String(r.reason), AttemptKind.String(kindNames[r.kind]))
+		return &counter{set: attribute.NewSet(attrs...)}
+	}
+	var ok bool
+	if o.refusal, ok = m.refusalOpts.add(r, maxEntries, build); !ok {
+		o.refusal = &m.refusalOverflow
+	}
+	return o
+}
+
+// refusalReasons are the values of RefusalReason for the guards that
+// refuse an attempt before it is sent.
+var refusalReasons = map[httpretry.StopReason]string{
+	httpretry.StopBudget:           "budget",
+	httpretry.StopBreaker:          "breaker",
+	httpretry.StopThrottled:        "throttle",
+	httpretry.StopConcurrencyLimit: "limit",
+	httpretry.StopRateLimited:      "pace",
+}
+
+// register registers the callback that observes the counters, and the
+// gauges from the Stats of the Transport t points to while it lives.
+func (m *metrics) register(t weak.Pointer[httpretry.Transport]) (metric.Registration, error) {
+	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		observeCounts(o, m.attempts, &m.attemptOpts, func(a *attemptOpts) *counter { return &a.count }, &m.attemptOverflow)
+		observeCounts(o, m.refusals, &m.refusalOpts, func(c *counter) *counter { return c }, &m.refusalOverflow)
+		if tr := t.Value(); tr != nil {
+			m.observe(o, tr.Stats())
+		}
+		return nil
+	}, m.attempts, m.refusals, m.budgetLevel, m.breakerState, m.throttle, m.concurrency)
+}
+
+// observeCounts reports every counter of c, and the overflow's once it
+// has counted anything.
+func observeCounts[K comparable, V any](o metric.Observer, inst metric.Int64Observable, c *cache[K, V], count func(V) *counter, overflow *counter) {
+	if p := c.m.Load(); p != nil {
+		for _, v := range *p {
+			ct := count(v)
+			o.ObserveInt64(inst, ct.n.Load(), metric.WithAttributeSet(ct.set))
+		}
+	}
+	if n := overflow.n.Load(); n > 0 {
+		o.ObserveInt64(inst, n, metric.WithAttributeSet(overflow.set))
+	}
+}
+
+// observe reports each host's budget level, breaker state, throttling
+// probability and concurrency limit. Hosts past the bound are reported
+// together as "_OTHER", with the worst of each among them.
+func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
+	var other struct {
+		level, state, throttle                    float64
+		limit                                     int
+		hasLevel, hasState, hasThrottle, hasLimit bool
+	}
+	other.level = 1
+	for _, s := range stats {
+		host, known := m.hosts.get(s.Host)
+		set := metric.WithAttributeSet(attribute.NewSet(host...))
+		if s.HasBudget && s.BudgetCapacity > 0 {
+			level := min(max(s.BudgetAvailable/s.BudgetCapacity, 0), 1)
+			if known {
+				o.ObserveFloat64(m.budgetLevel, level, set)
+			} else {
+				other.level, other.hasLevel = min(other.level, level), true
+			}
+		}
+		if s.HasBreaker {
+			if known {
+				o.ObserveInt64(m.breakerState, int64(s.BreakerState), set)
+			} else {
+				other.state, other.hasState = max(other.state, float64(s.BreakerState)), true
+			}
+		}
+		if s.HasThrottle {
+			if known {
+				o.ObserveFloat64(m.throttle, s.ThrottleProbability, set)
+			} else {
+				other.throttle, other.hasThrottle = max(other.throttle, s.ThrottleProbability), true
+			}
+		}
+		if s.HasLimit {
+			if known {
+				o.ObserveInt64(m.concurrency, int64(s.Limit), set)
+			} else if !other.hasLimit || s.Limit < other.limit {
+				other.limit, other.hasLimit = s.Limit, true
+			}
+		}
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(otherHost...))
+	if other.hasLevel {
+		o.ObserveFloat64(m.budgetLevel, other.level, set)
+	}
+	if other.hasState {
+		o.ObserveInt64(m.breakerState, int64(other.state), set)
+	}
+	if other.hasThrottle {
+		o.ObserveFloat64(m.throttle, other.throttle, set)
+	}
+	if other.hasLimit {
+		o.ObserveInt64(m.concurrency, int64(other.limit), set)
+	}
+}
+
+// normMethod returns the method as the semantic conventions record it:
+// one of the methods of RFC 9110 and PATCH, else "_OTHER".
+func normMethod(m string) string {
+	switch m {
+	case "":
+		return http.MethodGet
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "_OTHER"
+}
+
+func statusOf(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
+}

@@ -1,0 +1,439 @@
+package otelhttpretry_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/httpretrytest"
+	"github.com/seedhq/httpretry/otelhttpretry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// instrumented returns t instrumented with a MeterProvider whose manual
+// reader the returned function collects: each point as
+// "name{attributes}", histograms as name_count and name_sum.
+func instrumented(t *testing.T, tr *httpretry.Transport) func() map[string]float64 {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	require.NoError(t, otelhttpretry.Instrument(tr, otelhttpretry.WithMeterProvider(mp)))
+	return func() map[string]float64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		return flatten(rm)
+	}
+}
+
+func flatten(rm metricdata.ResourceMetrics) map[string]float64 {
+	out := map[string]float64{}
+	key := func(name string, set attribute.Set) string {
+		return name + "{" + set.Encoded(attribute.DefaultEncoder()) + "}"
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = float64(p.Value)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = float64(p.Value)
+				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name+"_count", p.Attributes)] = float64(p.Count)
+					out[key(m.Name+"_sum", p.Attributes)] = p.Sum
+				}
+			default:
+				panic(fmt.Sprintf("%s: unexpected %T", m.Name, m.Data))
+			}
+		}
+	}
+	return out
+}
+
+// only keeps the points of the named metric.
+func only(points map[string]float64, name string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range points {
+		if strings.HasPrefix(k, name+"{") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func send(t *testing.T, tr *httpretry.Transport, method, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+const host = "server.address=api.example.com"
+
+// key names a point as flatten does: attributes given as "k=v" (host may
+// hold two), in any order.
+func key(name string, attrs ...string) string {
+	var all []string
+	for _, a := range attrs {
+		all = append(all, strings.Split(a, ",")...)
+	}
+	sort.Strings(all)
+	return name + "{" + strings.Join(all, ",") + "}"
+}
+
+// TestMetricsOfARetriedCall: 503, 503, 200 gives three attempts, two
+// retries waited for, one call, and a budget that lent one retry's cost.
+func TestMetricsOfARetriedCall(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		upstream := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(503), httpretrytest.Respond(200, "ok"))
+		tr := &httpretry.Transport{Base: upstream, Policy: httpretry.Policy{Backoff: backoff.Constant(100 * time.Millisecond)}}
+		collect := instrumented(t, tr)
+		send(t, tr, http.MethodGet, "https://api.example.com/v1/items?id=42")
+
+		got := collect()
+		assert.Equal(t, map[string]float64{
+			key("httpretry.attempts", "http.request.method=GET", "http.response.status_code=503", "httpretry.attempt.class=transient", "httpretry.attempt.kind=first", "httpretry.delay.source=backoff", host): 1,
+			key("httpretry.attempts", "http.request.method=GET", "http.response.status_code=503", "httpretry.attempt.class=transient", "httpretry.attempt.kind=retry", "httpretry.delay.source=backoff", host): 1,
+			key("httpretry.attempts", "http.request.method=GET", "http.response.status_code=200", "httpretry.attempt.class=success", "httpretry.attempt.kind=retry", host, "httpretry.stop.reason=success"):    1,
+		}, only(got, "httpretry.attempts"))
+		assert.Equal(t, map[string]float64{
+			key("httpretry.retry.delay_count", "httpretry.delay.source=backoff", host): 2,
+			key("httpretry.retry.delay_sum", "httpretry.delay.source=backoff", host):   0.2,
+		}, only2(got, "httpretry.retry.delay"))
+		assert.Equal(t, map[string]float64{
+			key("httpretry.call.duration_count", "http.request.method=GET", "http.response.status_code=200", host, "httpretry.stop.reason=success"): 1,
+			key("httpretry.call.duration_sum", "http.request.method=GET", "http.response.status_code=200", host, "httpretry.stop.reason=success"):   0.2,
+		}, only2(got, "httpretry.call.duration"), "the call lasted its two waits: the upstream answers at once")
+		assert.Equal(t, map[string]float64{
+			key("httpretry.attempt.duration_count", "http.request.method=GET", "httpretry.attempt.class=transient", "httpretry.attempt.kind=first", host): 1,
+			key("httpretry.attempt.duration_sum", "http.request.method=GET", "httpretry.attempt.class=transient", "httpretry.attempt.kind=first", host):   0,
+			key("httpretry.attempt.duration_count", "http.request.method=GET", "httpretry.attempt.class=transient", "httpretry.attempt.kind=retry", host): 1,
+			key("httpretry.attempt.duration_sum", "http.request.method=GET", "httpretry.attempt.class=transient", "httpretry.attempt.kind=retry", host):   0,
+			key("httpretry.attempt.duration_count", "http.request.method=GET", "httpretry.attempt.class=success", "httpretry.attempt.kind=retry", host):   1,
+			key("httpretry.attempt.duration_sum", "http.request.method=GET", "httpretry.attempt.class=success", "httpretry.attempt.kind=retry", host):     0,
+		}, only2(got, "httpretry.attempt.duration"))
+		assert.Equal(t, map[string]float64{
+			// Two retries took 5 tokens each; the success gave the last back.
+			key("httpretry.budget.level", host): 495.0 / 500,
+		}, only(got, "httpretry.budget.level"))
+		assert.Empty(t, only(got, "httpretry.breaker.state"), "no breaker configured")
+		assert.Empty(t, only(got, "httpretry.refusals"))
+	})
+}
+
+// only2 keeps the _count and _sum points of a histogram.
+func only2(points map[string]float64, name string) map[string]float64 {
+	out := only(points, name+"_count")
+	for k, v := range only(points, name+"_sum") {
+		out[k] = v
+	}
+	return out
+}
+
+// TestMetricsOfADrainedBudget: a bucket with room for two retries is
+// drained by the first call; from then on every call is refused its retry.
+func TestMetricsOfADrainedBudget(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		upstream := httpretrytest.NewScript(httpretrytest.Status(503))
+		tr := &httpretry.Transport{Base: upstream, Policy: httpretry.Policy{
+			Backoff: backoff.Constant(0),
+			NewBudget: func(string) httpretry.Budget {
+				return httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 5})
+			},
+		}}
+		collect := instrumented(t, tr)
+		for range 3 {
+			send(t, tr, http.MethodPost, "https://api.example.com/v1/charges")
+		}
+		assert.Len(t, upstream.Requests(), 5, "3, then 1 and 1")
+
+		got := collect()
+		assert.Equal(t, map[string]float64{
+			key("httpretry.refusals", "httpretry.attempt.kind=retry", "httpretry.refusal.reason=budget", host): 3,
+		}, only(got, "httpretry.refusals"))
+		assert.Equal(t, map[string]float64{
+			key("httpretry.budget.level", host): 0,
+		}, only(got, "httpretry.budget.level"))
+		attempt := func(kind string, more ...string) string {
+			return key("httpretry.attempts", append(more, "http.request.method=POST", "http.response.status_code=503",
+				"httpretry.attempt.class=transient", "httpretry.attempt.kind="+kind, host)...)
+		}
+		assert.Equal(t, map[string]float64{
+			attempt("first", "httpretry.delay.source=backoff"):               1,
+			attempt("retry", "httpretry.delay.source=backoff"):               1,
+			attempt("retry", "httpretry.stop.reason=retry budget exhausted"): 1,
+			attempt("first", "httpretry.stop.reason=retry budget exhausted"): 2,
+		}, only(got, "httpretry.attempts"))
+		assert.Equal(t, float64(3), got[key("httpretry.call.duration_count", "http.request.method=POST", "http.response.status_code=503", host, "httpretry.stop.reason=retry budget exhausted")])
+	})
+}
+
+// TestMetricsOfAnOpenBreaker: the breaker opens on the third failure in a
+// row, in the middle of a call, which is refused its retry; the next call
+// is refused its first attempt.
+func TestMetricsOfAnOpenBreaker(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		upstream := httpretrytest.NewScript(httpretrytest.Status(503))
+		tr := &httpretry.Transport{Base: upstream, Policy: httpretry.Policy{
+			Backoff:   backoff.Constant(0),
+			NewBudget: httpretry.NoBudget,
+			Breaker:   httpretry.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: time.Minute},
+		}}
+		collect := instrumented(t, tr)
+		send(t, tr, http.MethodGet, "https://api.example.com/v1/items")
+		send(t, tr, http.MethodGet, "https://api.example.com/v1/items")
+		assert.Len(t, upstream.Requests(), 3, "the second call sent nothing")
+
+		got := collect()
+		assert.Equal(t, map[string]float64{
+			key("httpretry.refusals", "httpretry.attempt.kind=retry", "httpretry.refusal.reason=breaker", host): 1,
+			key("httpretry.refusals", "httpretry.attempt.kind=first", "httpretry.refusal.reason=breaker", host): 1,
+		}, only(got, "httpretry.refusals"))
+		assert.Equal(t, map[string]float64{
+			key("httpretry.breaker.state", host): float64(httpretry.BreakerOpen),
+		}, only(got, "httpretry.breaker.state"))
+		assert.Empty(t, only(got, "httpretry.budget.level"), "no budget")
+		assert.Equal(t, float64(1), got[key("httpretry.call.duration_count", "http.request.method=GET", host, "httpretry.stop.reason=circuit breaker open")],
+			"the refused call has no status")
+
+		time.Sleep(time.Minute + time.Second) // OpenFor passes: the breaker lets a trial through
+		assert.Equal(t, float64(httpretry.BreakerHalfOpen), collect()[key("httpretry.breaker.state", host)])
+	})
+}
+
+// TestMetricsOfOverloadControls: an attempt the concurrency limit refuses
+// is a refusal of reason "limit", and the controls' state is observed per
+// host.
+func TestMetricsOfOverloadControls(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		upstream := httpretrytest.NewScript(httpretrytest.Status(200).After(time.Second))
+		tr := &httpretry.Transport{Base: upstream, Policy: httpretry.Policy{
+			Overload: httpretry.OverloadPolicy{Throttle: true, Limit: true, LimitMax: 1, LimitQueue: -1},
+		}}
+		collect := instrumented(t, tr)
+		done := make(chan struct{})
+		go func() {
+			send(t, tr, http.MethodGet, "https://api.example.com/v1/items")
+			close(done)
+		}()
+		synctest.Wait() // the first call holds the only slot
+		send(t, tr, http.MethodGet, "https://api.example.com/v1/items")
+		<-done
+		assert.Len(t, upstream.Requests(), 1, "the second call sent nothing")
+
+		got := collect()
+		assert.Equal(t, map[string]float64{
+			key("httpretry.refusals", "httpretry.attempt.kind=first", "httpretry.refusal.reason=limit", host): 1,
+		}, only(got, "httpretry.refusals"))
+		assert.Equal(t, map[string]float64{key("httpretry.concurrency.limit", host): 1}, only(got, "httpretry.concurrency.limit"))
+		assert.Equal(t, map[string]float64{key("httpretry.throttle.probability", host): 0}, only(got, "httpretry.throttle.probability"))
+	})
+}
+
+// TestMetricsOfHedges: the first attempt is slow, the hedge wins, and the
+// first is reported lost.
+func TestMetricsOfHedges(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		upstream := httpretrytest.NewScript(httpretrytest.Respond(200, "slow").After(time.Second), httpretrytest.Respond(200, "fast"))
+		tr := &httpretry.Transport{Base: upstream, Policy: httpretry.Policy{Hedge: httpretry.HedgePolicy{Delay: 100 * time.Millisecond}}}
+		collect := instrumented(t, tr)
+		send(t, tr, http.MethodGet, "https://api.example.com/v1/search")
+		synctest.Wait() // the lost attempt is reaped
+
+		got := collect()
+		assert.Equal(t, map[string]float64{
+			key("httpretry.attempts", "http.request.method=GET", "http.response.status_code=200", "httpretry.attempt.class=success", "httpretry.attempt.kind=hedge", host, "httpretry.stop.reason=success"): 1,
+			key("httpretry.attempts", "http.request.method=GET", "httpretry.attempt.kind=first", "httpretry.attempt.lost=true", host):                                                                       1,
+		}, only(got, "httpretry.attempts"))
+		assert.Equal(t, map[string]float64{
+			key("httpretry.attempt.duration_count", "http.request.method=GET", "httpretry.attempt.class=success", "httpretry.attempt.kind=hedge", host): 1,
+			key("httpretry.attempt.duration_sum", "http.request.method=GET", "httpretry.attempt.class=success", "httpretry.attempt.kind=hedge", host):   0,
+		}, only2(got, "httpretry.attempt.duration"), "a lost attempt's duration is cut short: not recorded")
+		assert.Equal(t, 0.1, got[key("httpretry.call.duration_sum", "http.request.method=GET", "http.response.status_code=200", host, "httpretry.stop.reason=success")])
+	})
+}
+
+// TestMetricsAttributesAreBounded: unknown methods are "_OTHER", hosts
+// past the hundredth share server.address "_OTHER", and no path, query or
+// key reaches an attribute.
+func TestMetricsAttributesAreBounded(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		down := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Request: req}, nil
+		})
+		tr := &httpretry.Transport{Base: down, Policy: httpretry.Policy{MaxAttempts: 1}}
+		collect := instrumented(t, tr)
+		for i := range 150 {
+			send(t, tr, "PROPFIND", fmt.Sprintf("https://h%03d.example.com/secret/path?token=abc", i))
+		}
+		send(t, tr, http.MethodPost, "https://h000.example.com/v1/charges")
+
+		got := collect()
+		hosts := map[string]float64{}
+		for k, v := range only(got, "httpretry.attempts") {
+			assert.NotContains(t, k, "secret")
+			assert.NotContains(t, k, "token")
+			assert.NotContains(t, k, "Idempotency", "no key")
+			assert.NotContains(t, k, "PROPFIND")
+			i := strings.Index(k, "server.address=")
+			hosts[strings.TrimSuffix(strings.SplitN(k[i+len("server.address="):], ",", 2)[0], "}")] += v
+		}
+		assert.Len(t, hosts, 101, "100 hosts and _OTHER")
+		assert.Equal(t, float64(50), hosts["_OTHER"])
+		assert.Equal(t, float64(2), hosts["h000.example.com"])
+		assert.Equal(t, float64(50), got[key("httpretry.attempts", "http.request.method=_OTHER", "http.response.status_code=503",
+			"httpretry.attempt.class=transient", "httpretry.attempt.kind=first", "server.address=_OTHER", "httpretry.stop.reason=request not replayable")],
+			"in %v", keysWith(got, "server.address=_OTHER"))
+
+		levels := only(got, "httpretry.budget.level")
+		assert.Len(t, levels, 101, "a gauge per host, and one for the others")
+		_, ok := levels[key("httpretry.budget.level", "server.address=_OTHER")]
+		assert.True(t, ok)
+	})
+}
+
+// TestMetricsServerPort: server.port is left out for 80 and 443, as the
+// conventions allow for a scheme's default, and kept for any other.
+func TestMetricsServerPort(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Respond(200, "ok"))}
+		collect := instrumented(t, tr)
+		for _, url := range []string{"https://api.example.com/", "http://api.example.com/", "https://api.example.com:8443/", "http://[::1]:8080/"} {
+			send(t, tr, http.MethodGet, url)
+		}
+		calls := map[string]float64{}
+		for k, v := range only2(collect(), "httpretry.call.duration") {
+			if strings.HasPrefix(k, "httpretry.call.duration_count") {
+				calls[k] = v
+			}
+		}
+		const rest = "http.request.method=GET,http.response.status_code=200,httpretry.stop.reason=success"
+		assert.Equal(t, map[string]float64{
+			key("httpretry.call.duration_count", rest, "server.address=api.example.com"):                     2,
+			key("httpretry.call.duration_count", rest, "server.address=api.example.com", "server.port=8443"): 1,
+			key("httpretry.call.duration_count", rest, "server.address=::1", "server.port=8080"):             1,
+		}, calls)
+	})
+}
+
+// TestInstrumentKeepsHooks: hooks set before Instrument still run, first.
+func TestInstrumentKeepsHooks(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var log httpretrytest.AttemptLog
+		var calls []httpretry.Call
+		tr := &httpretry.Transport{
+			Base:      httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200)),
+			Policy:    httpretry.Policy{Backoff: backoff.Constant(0)},
+			OnAttempt: log.Record,
+			OnCall:    func(c httpretry.Call) { calls = append(calls, c) },
+		}
+		collect := instrumented(t, tr)
+		send(t, tr, http.MethodGet, "https://api.example.com/")
+
+		assert.Len(t, log.Attempts(), 2)
+		require.Len(t, calls, 1)
+		assert.Equal(t, 2, calls[0].Attempts)
+		var n float64
+		for _, v := range only(collect(), "httpretry.attempts") {
+			n += v
+		}
+		assert.Equal(t, float64(2), n)
+	})
+}
+
+func TestInstrumentNil(t *testing.T) {
+	t.Parallel()
+	assert.Error(t, otelhttpretry.Instrument(nil))
+}
+
+// TestGaugesEndWithTheTransport: the callback reading Stats holds the
+// Transport weakly; once it is collected, nothing is observed.
+func TestGaugesEndWithTheTransport(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	collect := func() map[string]float64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		return flatten(rm)
+	}
+	func() {
+		tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(503)),
+			Policy: httpretry.Policy{MaxAttempts: 1}}
+		require.NoError(t, otelhttpretry.Instrument(tr, otelhttpretry.WithMeterProvider(mp)))
+		send(t, tr, http.MethodGet, "https://api.example.com/")
+		require.Len(t, only(collect(), "httpretry.budget.level"), 1)
+	}()
+	runtime.GC()
+	assert.Empty(t, only(collect(), "httpretry.budget.level"))
+}
+
+// TestNoAllocationPerCall: once a combination of attributes has been
+// seen, recording its attempt and call allocates nothing. The Transport
+// itself allocates one string per call to name the host for its hooks.
+func TestNoAllocationPerCall(t *testing.T) {
+	shared := &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}}
+	free := httpretrytest.RoundTripFunc(func(*http.Request) (*http.Response, error) { return shared, nil })
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/items", nil)
+	allocs := func(tr *httpretry.Transport) float64 {
+		tr.RoundTrip(req)
+		return testing.AllocsPerRun(1000, func() {
+			if _, err := tr.RoundTrip(req); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	plain := allocs(&httpretry.Transport{Base: free})
+	hooked := allocs(&httpretry.Transport{Base: free, OnAttempt: func(httpretry.Attempt) {}, OnCall: func(httpretry.Call) {}})
+	tr := &httpretry.Transport{Base: free}
+	reader := sdkmetric.NewManualReader()
+	require.NoError(t, otelhttpretry.Instrument(tr, otelhttpretry.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))))
+	metered := allocs(tr)
+	t.Logf("allocations per call: %v plain, %v with empty hooks, %v with metrics", plain, hooked, metered)
+	assert.Equal(t, hooked, metered, "recording allocates nothing")
+	assert.LessOrEqual(t, metered-plain, 1.0)
+}
+
+// keysWith lists the keys of points that contain s, for failure messages.
+func keysWith(points map[string]float64, s string) []string {
+	var keys []string
+	for k := range points {
+		if strings.Contains(k, s) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}

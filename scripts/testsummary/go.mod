@@ -1,0 +1,3 @@
+module github.com/seedhq/httpretry/scripts/testsummary
+
+go 1.25
