@@ -477,6 +477,14 @@ func (r *run) checkCall(c *callRun, recs []*baseRec) {
 	for _, a := range attempts {
 		hedged[a.N] = a.Hedge
 	}
+	// retryRound reports whether attempt n belongs to a round that a retry
+	// began: it or the attempt its hedges went alongside is not the first.
+	retryRound := func(n int) bool {
+		for n > 1 && hedged[n] {
+			n--
+		}
+		return n > 1
+	}
 	for _, b := range recs {
 		if h := callerKeyHeaders[spec.callerKey]; h != "" && e.keyed(http.Header{h: {"x"}}) {
 			if v := b.header.Values(h); len(v) != 1 || v[0] != ck.Get(h) {
@@ -499,7 +507,7 @@ func (r *run) checkCall(c *callRun, recs []*baseRec) {
 		if e.attemptHeader != "" && b.header.Get(e.attemptHeader) != strconv.Itoa(b.n) {
 			bad("attempt %d: %s is %q", b.n, e.attemptHeader, b.header.Get(e.attemptHeader))
 		}
-		edited := r.s.pol.prepare == prepareEdit && b.n > 1 && !hedged[b.n]
+		edited := r.s.pol.prepare == prepareEdit && retryRound(b.n) // a retry round's hedges too
 		if got := b.header.Get("X-Retry-Of") != ""; got != edited {
 			bad("attempt %d: PrepareRetry's edit present %v, want %v", b.n, got, edited)
 		}
@@ -563,9 +571,12 @@ func (r *run) checkCall(c *callRun, recs []*baseRec) {
 				bad("attempt %d: Duration %v, Base answered in %v", a.N, a.Duration, b.end.Sub(b.start))
 			}
 		}
-		// A hedge goes out Hedge.Delay after the attempt before it.
-		if prev := recOf(a.N - 1); a.Hedge && prev != nil && a.N > 1 && b.start.Sub(prev.start) != e.hedgeDelay {
-			bad("attempt %d: a hedge sent %v after attempt %d, Hedge.Delay is %v", a.N, b.start.Sub(prev.start), a.N-1, e.hedgeDelay)
+		// A hedge goes out Hedge.Delay after the attempt before it, or,
+		// when the hedge budget refused it then, once more a delay later.
+		if prev := recOf(a.N - 1); a.Hedge && prev != nil && a.N > 1 {
+			if gap := b.start.Sub(prev.start); gap != e.hedgeDelay && gap != 2*e.hedgeDelay {
+				bad("attempt %d: a hedge sent %v after attempt %d, Hedge.Delay is %v", a.N, gap, a.N-1, e.hedgeDelay)
+			}
 		}
 		if a.Response != nil {
 			switch {
@@ -710,9 +721,18 @@ func (r *run) checkOutcome(c *callRun, e *effPolicy, recs []*baseRec, attempts [
 		case stop == httpretry.StopContext || stop == httpretry.StopDeadline:
 			expect = -1 // the wait was cut: the retry took the response away
 		case stop == httpretry.StopRefused || stop == httpretry.StopBreaker:
-			expect = -1
-			if hold {
+			// The response in hand, unless the caller's context ended
+			// first (from OnAttempt or PrepareRetry, it did); in the very
+			// instant of the refusal, either may come first.
+			ended := c.ends(true)
+			switch {
+			case !ended.IsZero() && (ended.Before(c.returned) || c.afterDrain):
+				expect = -1
+			case !ended.IsZero() && ended.Equal(c.returned):
+			case hold:
 				expect = 1
+			default:
+				expect = -1
 			}
 		default:
 			bad("attempt %d was to be retried, but the call stopped with %v", last.N, stop)
@@ -844,9 +864,19 @@ func (r *run) checkLevels(when string) {
 // sent, and, for a single call, exactly the level the model predicts.
 func (r *run) checkBudget(byCall [][]*baseRec) {
 	p := &r.s.pol
-	sent := 0 // retries and hedges sent
-	for _, recs := range byCall {
-		sent += max(len(recs)-1, 0)
+	// The retry budget pays for retries only: hedges have a budget of
+	// their own.
+	sent := 0 // retries sent
+	retries := make([]int, len(r.calls))
+	for i, c := range r.calls {
+		c.mu.Lock()
+		for _, a := range c.attempts {
+			if a.N > 1 && !a.Hedge {
+				retries[i]++
+			}
+		}
+		c.mu.Unlock()
+		sent += retries[i]
 	}
 	r.mu.Lock()
 	ledgers := r.ledgers
@@ -864,7 +894,7 @@ func (r *run) checkBudget(byCall [][]*baseRec) {
 		}
 		successes := 0
 		for i, c := range r.calls {
-			if len(c.onCalls) == 1 && c.onCalls[0].Stop == httpretry.StopSuccess && len(byCall[i]) > 1 {
+			if len(c.onCalls) == 1 && c.onCalls[0].Stop == httpretry.StopSuccess && retries[i] > 0 {
 				successes++
 			}
 		}
@@ -901,9 +931,7 @@ func (r *run) checkBudget(byCall [][]*baseRec) {
 	level, lastTimeout, d := cfg.Capacity, false, 0
 	for _, b := range recs[1:] {
 		if hedges[b.n] {
-			level -= cfg.RetryCost
-			lastTimeout = false
-			continue
+			continue // paid by the hedge budget
 		}
 		if d >= len(decisions) {
 			r.violate("call0: attempt %d was sent without a decision to retry", b.n)
@@ -934,13 +962,10 @@ func (r *run) checkBudget(byCall [][]*baseRec) {
 	}
 	if stop == httpretry.StopSuccess {
 		add := cfg.SuccessCredit
-		if len(recs) > 1 {
+		if retries[0] > 0 {
 			add = cost(lastTimeout)
 		}
 		level = min(level+add, cfg.Capacity)
-	}
-	if p.hedgeDelay > 0 && p.breaker != 0 {
-		return // a hedge the breaker refused may have been the last one charged
 	}
 	coverage.budgetLevels.Add(1)
 	if got := int(st.BudgetAvailable); got != level || int(st.BudgetCapacity) != cfg.Capacity {
