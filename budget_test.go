@@ -312,6 +312,28 @@ func TestRatioBudgetAnyTime(t *testing.T) {
 	}
 }
 
+// TestRatioRefundLaterThanTheRetry: a refund given back in a later slot of
+// the window than the retry it refunds (the caller cancelled during a long
+// wait) uncounts that retry, no more: the window never holds fewer than
+// zero retries, so the budget never reports more than its allowance nor
+// allows more retries than it.
+func TestRatioRefundLaterThanTheRetry(t *testing.T) {
+	t.Parallel()
+	b := httpretry.NewRatioBudget(httpretry.RatioConfig{Ratio: 0.5, Window: time.Second, MinPerSecond: 2})
+	t0 := time.Unix(1_800_000_000, 0)
+	require.True(t, b.AllowRetryAt(t0, false))
+	b.RefundAt(t0.Add(500*time.Millisecond), false) // five slots later
+	later := t0.Add(1050 * time.Millisecond)        // the retry's slot has left the window
+	avail, capacity := b.LevelAt(later)
+	assert.Equal(t, 2.0, capacity, "the floor: 2 per second")
+	assert.Equal(t, 2.0, avail, "nothing counted, nothing more than the allowance")
+	allowed := 0
+	for allowed < 10 && b.AllowRetryAt(later, false) {
+		allowed++
+	}
+	assert.Equal(t, 2, allowed, "retries allowed in the window")
+}
+
 // TestOnlySentRetriesCost: a retry the caller cancels during its wait is
 // never sent, so it costs no tokens: ten such calls leave a ten-token
 // bucket full.

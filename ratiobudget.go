@@ -92,8 +92,9 @@ func (b *RatioBudget) AllowRetryAt(now time.Time, _ bool) bool {
 // Refund uncounts a retry that was allowed but not sent.
 func (b *RatioBudget) Refund(timeout bool) { b.RefundAt(time.Now(), timeout) }
 
-// RefundAt uncounts, at now, a retry that was allowed but not sent.
-func (b *RatioBudget) RefundAt(now time.Time, _ bool) { b.w.add(now, ratioRetries, -1) }
+// RefundAt uncounts, at now, a retry that was allowed but not sent, in the
+// slot of the window that counted it.
+func (b *RatioBudget) RefundAt(now time.Time, _ bool) { b.w.take(now, ratioRetries) }
 
 // Succeeded does nothing: the ratio counts requests, not outcomes.
 func (b *RatioBudget) Succeeded(bool, bool) {}

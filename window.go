@@ -55,6 +55,30 @@ func (w *window) add(now time.Time, i int, d int64) {
 	s.n[i].Add(d)
 }
 
+// take takes one back from counter i in the newest slot that the window
+// ending at now still sees with a positive count, and reports whether
+// there was one: an event counted earlier in the window is uncounted
+// where it was counted, so that no slot goes below zero.
+func (w *window) take(now time.Time, i int) bool {
+	e, _ := w.epoch(now)
+	for back := int64(0); back <= windowSlots; back++ {
+		s := &w.slots[mod(e-back, windowSlots+1)]
+		if s.epoch.Load() != e-back {
+			continue
+		}
+		for {
+			n := s.n[i].Load()
+			if n <= 0 {
+				break
+			}
+			if s.n[i].CompareAndSwap(n, n-1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // sums returns each counter's total over the window ending at now: the
 // slots of the last windowSlots intervals, the current one partly elapsed,
 // and the part of the oldest that the current one has not yet replaced.
