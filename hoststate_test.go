@@ -163,44 +163,57 @@ func heapInUse() int64 {
 	return int64(m.HeapInuse)
 }
 
-// TestNewBudgetOncePerHost: calls whose first failures come at once still
-// get one state, and one budget, for their host: NewBudget is called once.
-// (It used to be called by each, and all budgets but one thrown away.)
+// TestNewBudgetOncePerHost: calls that need their host's state at once
+// (their first failures come together, or an overload control wants state
+// from the first request) still get one state, and one budget: NewBudget
+// is called once per host. (It used to be called by each, and all budgets
+// but one thrown away.)
 func TestNewBudgetOncePerHost(t *testing.T) {
 	t.Parallel()
-	var calls atomic.Int32
-	second := make(chan struct{})
-	var secondOnce sync.Once
-	newBudget := func(string) httpretry.Budget {
-		if calls.Add(1) == 1 {
-			// Give a second creation the time to overlap this one.
-			select {
-			case <-second:
-			case <-time.After(100 * time.Millisecond):
+	for _, tc := range []struct {
+		name     string
+		overload httpretry.OverloadPolicy
+	}{
+		{"first failures", httpretry.OverloadPolicy{}},
+		{"first requests with an overload control", httpretry.OverloadPolicy{Throttle: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			second := make(chan struct{})
+			var secondOnce sync.Once
+			newBudget := func(string) httpretry.Budget {
+				if calls.Add(1) == 1 {
+					// Give a second creation the time to overlap this one.
+					select {
+					case <-second:
+					case <-time.After(100 * time.Millisecond):
+					}
+				} else {
+					secondOnce.Do(func() { close(second) })
+				}
+				return httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
 			}
-		} else {
-			secondOnce.Do(func() { close(second) })
-		}
-		return httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})
-	}
-	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-		code := 200
-		if n, _ := httpretry.AttemptFromContext(req.Context()); n == 1 {
-			code = 503
-		}
-		return &http.Response{StatusCode: code, Body: http.NoBody}, nil
-	})
-	tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: backoff.Constant(0), NewBudget: newBudget}}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			resp, err := tr.RoundTrip(get(t, t.Context()))
-			if assert.NoError(t, err) {
-				resp.Body.Close()
+			base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+				code := 200
+				if n, _ := httpretry.AttemptFromContext(req.Context()); n == 1 {
+					code = 503
+				}
+				return &http.Response{StatusCode: code, Body: http.NoBody}, nil
+			})
+			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{
+				Backoff: backoff.Constant(0), NewBudget: newBudget, Overload: tc.overload}}
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					resp, err := tr.RoundTrip(get(t, t.Context()))
+					if assert.NoError(t, err) {
+						resp.Body.Close()
+					}
+				})
 			}
+			wg.Wait()
+			assert.EqualValues(t, 1, calls.Load(), "NewBudget calls for one host")
+			require.Len(t, tr.Stats(), 1)
 		})
 	}
-	wg.Wait()
-	assert.EqualValues(t, 1, calls.Load(), "NewBudget calls for one host")
-	require.Len(t, tr.Stats(), 1)
 }

@@ -223,7 +223,7 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		c.state = c.t.states.load(c.h)
 		if c.state == nil && c.p.overload != nil {
 			// The overload controls learn from every attempt: state now.
-			c.state = c.t.states.create(c.h, c.p, time.Now())
+			c.state = c.newState()
 		} else if c.state != nil {
 			c.state.touch(time.Now())
 		}
