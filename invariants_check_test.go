@@ -31,6 +31,8 @@ type effPolicy struct {
 	attemptHeader string
 	hedgeDelay    time.Duration
 	maxHedges     int
+	adaptive      bool // the hedge delay may be learnt, not Hedge.Delay
+	overload      bool // an overload control is on: waits before attempts, refusals, state from the first request
 	stateful      bool
 }
 
@@ -47,6 +49,8 @@ func (r *run) effective(c *callSpec) *effPolicy {
 		keyHeader:     "Idempotency-Key",
 		hedgeDelay:    p.hedgeDelay,
 		maxHedges:     p.maxHedges,
+		adaptive:      p.adaptive != 0,
+		overload:      p.overload != overloadNone,
 		stateful:      p.budget != budgetNone || p.breaker != 0,
 	}
 	switch p.keys {
@@ -573,7 +577,7 @@ func (r *run) checkCall(c *callRun, recs []*baseRec) {
 		}
 		// A hedge goes out Hedge.Delay after the attempt before it, or,
 		// when the hedge budget refused it then, once more a delay later.
-		if prev := recOf(a.N - 1); a.Hedge && prev != nil && a.N > 1 {
+		if prev := recOf(a.N - 1); a.Hedge && prev != nil && a.N > 1 && !e.adaptive {
 			if gap := b.start.Sub(prev.start); gap != e.hedgeDelay && gap != 2*e.hedgeDelay {
 				bad("attempt %d: a hedge sent %v after attempt %d, Hedge.Delay is %v", a.N, gap, a.N-1, e.hedgeDelay)
 			}
@@ -623,6 +627,9 @@ func (r *run) checkCall(c *callRun, recs []*baseRec) {
 						case rbTrickleShort, rbTrickleLong, rbSlowEndless:
 							most += 250 * ms
 						}
+					}
+					if e.overload {
+						most = 1 << 62 // pacing and the waiting room wait before the attempt
 					}
 					if gap := next.start.Sub(b.end); gap < a.Delay || gap > most {
 						bad("attempt %d came %v after attempt %d, which was to wait %v", next.n, gap, a.N, a.Delay)
@@ -718,9 +725,13 @@ func (r *run) checkOutcome(c *callRun, e *effPolicy, recs []*baseRec, attempts [
 			if hold {
 				expect = 1
 			}
+		case stop == httpretry.StopDeadline && e.overload:
+			// The backoff wait was cut (the retry took the response away),
+			// or a pacing wait no longer fit, a refusal: either.
 		case stop == httpretry.StopContext || stop == httpretry.StopDeadline:
 			expect = -1 // the wait was cut: the retry took the response away
-		case stop == httpretry.StopRefused || stop == httpretry.StopBreaker:
+		case stop == httpretry.StopRefused || stop == httpretry.StopBreaker || stop == httpretry.StopThrottled ||
+			stop == httpretry.StopConcurrencyLimit || stop == httpretry.StopRateLimited:
 			// The response in hand, unless the caller's context ended
 			// first (from OnAttempt or PrepareRetry, it did); in the very
 			// instant of the refusal, either may come first.
@@ -992,8 +1003,8 @@ func (r *run) uncharged(byCall [][]*baseRec) bool {
 // enough failures to open, when calls do not hedge.
 func (r *run) checkBreaker(recs []*baseRec) {
 	p := &r.s.pol
-	if p.breaker == 0 || p.hedgeDelay > 0 {
-		return
+	if p.breaker == 0 || p.hedgeDelay > 0 || p.overload != overloadNone {
+		return // hedges, and a host with state from its first request, are not modelled
 	}
 	sorted := slices.Clone(recs)
 	slices.SortStableFunc(sorted, func(a, b *baseRec) int { return a.end.Compare(b.end) })

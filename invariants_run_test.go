@@ -242,6 +242,26 @@ func (r *run) policy() httpretry.Policy {
 	}
 	if p.hedgeDelay > 0 {
 		pol.Hedge = httpretry.HedgePolicy{Delay: p.hedgeDelay, MaxHedges: p.maxHedges}
+		switch p.adaptive {
+		case 1:
+			pol.Hedge.Adaptive = true
+		case 2:
+			pol.Hedge.Adaptive, pol.Hedge.MinSamples = true, 2
+			pol.Hedge.MinDelay, pol.Hedge.MaxDelay = 2*ms, 100*ms
+		}
+	}
+	switch p.overload {
+	case overloadThrottle:
+		pol.Overload = httpretry.OverloadPolicy{Throttle: true, ThrottleK: 1.1, ThrottleWindow: time.Second}
+	case overloadLimit:
+		pol.Overload = httpretry.OverloadPolicy{Limit: true, LimitMax: 2, LimitQueue: int(r.s.seed%3) - 1}
+	case overloadPace:
+		pol.Overload = httpretry.OverloadPolicy{Pace: true}
+	case overloadPaceFailFast:
+		pol.Overload = httpretry.OverloadPolicy{Pace: true, PaceFailFast: true}
+	case overloadAll:
+		pol.Overload = httpretry.OverloadPolicy{Throttle: true, ThrottleK: 1.1, ThrottleWindow: time.Second,
+			Limit: true, LimitMax: 2, Pace: true}
 	}
 	if p.should {
 		pol.Hints.ShouldRetryHeader = shouldHeader

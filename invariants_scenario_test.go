@@ -43,6 +43,8 @@ type polSpec struct {
 	breaker        int
 	hedgeDelay     time.Duration
 	maxHedges      int
+	adaptive       int // 0: fixed Delay; 1: adaptive, 100 samples first; 2: adaptive after 2 samples, bounded
+	overload       int
 	should         bool // Hints.ShouldRetryHeader = X-Should-Retry
 	reset          int  // 0: no ResetHeader, 1: delta seconds, 2: epoch seconds
 	ignoreRL       bool
@@ -138,6 +140,17 @@ const (
 var prepareNames = []string{"none", "edit", "refuse", "cancel"}
 
 var placementNames = []string{"policy", "host", "wildcard", "host:port", "split"}
+
+const (
+	overloadNone = iota
+	overloadThrottle
+	overloadLimit
+	overloadPace
+	overloadPaceFailFast
+	overloadAll
+)
+
+var overloadNames = []string{"none", "throttle", "limit", "pace", "pace-fail-fast", "all"}
 
 // callSpec is one drawn call.
 type callSpec struct {
@@ -480,7 +493,9 @@ func (g gen) policy() polSpec {
 	if g.chance(0.3) {
 		p.hedgeDelay = pick(g, 10*ms, 40*ms)
 		p.maxHedges = pick(g, 0, 1, 2, 1<<30, math.MaxInt)
+		p.adaptive = g.weighted(6, 2, 2)
 	}
+	p.overload = g.weighted(24, 2, 2, 2, 1, 2)
 	p.should = g.chance(0.3)
 	p.reset = g.weighted(6, 1, 1)
 	p.ignoreRL = g.chance(0.15)
@@ -588,6 +603,8 @@ func (s *scenario) describe() string {
 	add(p.budget != budgetDefault, "budget=%s", budgetNames[p.budget])
 	add(p.breaker != 0, "breaker=%d", p.breaker)
 	add(p.hedgeDelay != 0, "hedge=%v×%d", p.hedgeDelay, p.maxHedges)
+	add(p.adaptive != 0, "adaptive=%d", p.adaptive)
+	add(p.overload != overloadNone, "overload=%s", overloadNames[p.overload])
 	add(p.should, "should-retry-header")
 	add(p.reset != 0, "reset-header=%d", p.reset)
 	add(p.ignoreRL, "ignore-ratelimit")
