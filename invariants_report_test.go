@@ -47,8 +47,8 @@ const reportIntro = "This section is written by `TestInvariants` in the root mod
 
 const reportBody = `- Each scenario draws, from its seed, a Transport's policy (attempts from 1
   to math.MaxInt, backoff, attempt timeout, idempotency keys, attempt header,
-  budget, breaker, hedging, hints, classifier, PrepareRetry, and where the
-  policy is set), one to three calls through it (method, body, caller's key,
+  budget, breaker, hedging fixed or adaptive, overload controls, hints,
+  classifier, PrepareRetry, and where the policy is set), one to three calls through it (method, body, caller's key,
   deadline, cancellation before, during an attempt, during a wait or at a
   random time, per-request edits) and what a scripted upstream answers each
   attempt (statuses from 1xx to 5xx, hostile Retry-After, RateLimit and reset
@@ -79,8 +79,11 @@ const reportBody = `- Each scenario draws, from its seed, a Transport's policy (
   retry refused after the caller's context ended lost errors.Is(err,
   context.Canceled) (TestRefusedRetryAfterTheContextEnded); a 101 to be
   retried was returned as an in-memory copy when the retry was refused
-  (TestSwitchedProtocolIsNeverKeptInMemory); calls failing at once each
-  called NewBudget for one host (TestNewBudgetOncePerHost).
+  (TestSwitchedProtocolIsNeverKeptInMemory); calls needing their host's
+  state at once each called NewBudget for it, after failing together or, with
+  an overload control, at their first request (TestNewBudgetOncePerHost); a
+  ratio budget refunded a retry in a later slot than it counted it, and then
+  allowed more retries than its ratio (TestRatioRefundLaterThanTheRetry).
 `
 
 // machine describes the computer the run was on.
