@@ -227,12 +227,14 @@ func (r *run) serverDelay(b *baseRec) (d time.Duration, ok, known bool) {
 	now := b.end
 	var ra, rl, rs []hdr
 	for _, h := range b.out.headers {
-		switch h.name {
+		// Names compare as net/http's canonical forms: a response head
+		// parsed by net/http carries "Ratelimit", not "RateLimit".
+		switch http.CanonicalHeaderKey(h.name) {
 		case "Retry-After":
 			ra = append(ra, h)
-		case "RateLimit":
+		case http.CanonicalHeaderKey("RateLimit"):
 			rl = append(rl, h)
-		case resetHeader:
+		case http.CanonicalHeaderKey(resetHeader):
 			rs = append(rs, h)
 		}
 	}
