@@ -6,7 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/seedhq/httpretry"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
@@ -114,4 +116,97 @@ func hostAttrs(key string) []attribute.KeyValue {
 		attrs = append(attrs, semconv.ServerPort(n))
 	}
 	return attrs
+}
+
+// keyed is a cache key that names a host.
+type keyed[K any] interface {
+	comparable
+	hostKey() string
+	withHost(string) K
+}
+
+func (k attemptKey) hostKey() string              { return k.host }
+func (k attemptKey) withHost(h string) attemptKey { k.host = h; return k }
+func (k callKey) hostKey() string                 { return k.host }
+func (k callKey) withHost(h string) callKey       { k.host = h; return k }
+
+// options returns the options of k from c, built by build on first use,
+// and whether they are kept in c. A host past the bound is recorded under
+// the one "_OTHER" host; past the cache's bound, options are built for
+// each measurement and not kept.
+func options[K keyed[K], V any](c *cache[K, V], hosts *hostSet, k K, build func(K, []attribute.KeyValue) V) (V, bool) {
+	if v, ok := c.get(k); ok {
+		return v, true
+	}
+	host, ok := hosts.get(k.hostKey())
+	if !ok {
+		k = k.withHost(overflowKey)
+		if v, ok := c.get(k); ok {
+			return v, true
+		}
+	}
+	if v, ok := c.add(k, maxEntries, func() V { return build(k, host) }); ok {
+		return v, true
+	}
+	return build(k, host), false
+}
+
+func (m *metrics) newAttemptOpts(k attemptKey, host []attribute.KeyValue) *attemptOpts {
+	common := append(host[:len(host):len(host)], semconv.HTTPRequestMethodKey.String(k.method),
+		AttemptKind.String(kindNames[k.kind]))
+	if k.class != httpretry.ClassDefault {
+		common = append(common, AttemptClass.String(k.class.String()))
+	}
+	o := &attemptOpts{}
+	count := common
+	if k.status != 0 {
+		count = append(count, semconv.HTTPResponseStatusCode(k.status))
+	}
+	if k.lost {
+		count = append(count, AttemptLost.Bool(true))
+	} else {
+		o.dur = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(common...))}
+	}
+	if k.source != httpretry.DelayNone {
+		count = append(count, DelaySource.String(k.source.String()))
+		delay := append(host[:len(host):len(host)], DelaySource.String(k.source.String()))
+		o.delay = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(delay...))}
+	}
+	if k.stop != httpretry.StopNone {
+		count = append(count, StopReason.String(k.stop.String()))
+	}
+	o.count.set = attribute.NewSet(count...)
+	return o
+}
+
+func (m *metrics) newCallOpts(k callKey, host []attribute.KeyValue) *callOpts {
+	attrs := append(host[:len(host):len(host)], semconv.HTTPRequestMethodKey.String(k.method),
+		StopReason.String(k.stop.String()))
+	if k.status != 0 {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(k.status))
+	}
+	o := &callOpts{dur: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}}
+	// A call the budget stopped was refused a retry; one the breaker
+	// stopped, its first attempt when it sent none, else a retry.
+	r := refusalKey{host: k.host, kind: kindRetry}
+	switch k.stop {
+	case httpretry.StopBudget:
+		r.reason = refusalReasons[k.stop]
+	case httpretry.StopBreaker, httpretry.StopThrottled, httpretry.StopConcurrencyLimit, httpretry.StopRateLimited:
+		r.reason = refusalReasons[k.stop]
+		if !k.attempts {
+			r.kind = kindFirst
+		}
+	default:
+		return o
+	}
+	build := func() *counter {
+		attrs := append(host[:len(host):len(host)], RefusalReason.String(r.reason), AttemptKind.String(kindNames[r.kind]))
+		return &counter{set: attribute.NewSet(attrs...)}
+	}
+	var ok bool
+	if o.refusal, ok = m.refusalOpts.add(r, maxEntries, build); !ok {
+		o.refusal = &m.refusalOverflow
+	}
+	return o
 }

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // ScopeName is the instrumentation scope of the metrics Instrument
@@ -319,99 +318,6 @@ func (m *metrics) call(c httpretry.Call) {
 	}
 }
 
-// keyed is a cache key that names a host.
-type keyed[K any] interface {
-	comparable
-	hostKey() string
-	withHost(string) K
-}
-
-func (k attemptKey) hostKey() string              { return k.host }
-func (k attemptKey) withHost(h string) attemptKey { k.host = h; return k }
-func (k callKey) hostKey() string                 { return k.host }
-func (k callKey) withHost(h string) callKey       { k.host = h; return k }
-
-// options returns the options of k from c, built by build on first use,
-// and whether they are kept in c. A host past the bound is recorded under
-// the one "_OTHER" host; past the cache's bound, options are built for
-// each measurement and not kept.
-func options[K keyed[K], V any](c *cache[K, V], hosts *hostSet, k K, build func(K, []attribute.KeyValue) V) (V, bool) {
-	if v, ok := c.get(k); ok {
-		return v, true
-	}
-	host, ok := hosts.get(k.hostKey())
-	if !ok {
-		k = k.withHost(overflowKey)
-		if v, ok := c.get(k); ok {
-			return v, true
-		}
-	}
-	if v, ok := c.add(k, maxEntries, func() V { return build(k, host) }); ok {
-		return v, true
-	}
-	return build(k, host), false
-}
-
-func (m *metrics) newAttemptOpts(k attemptKey, host []attribute.KeyValue) *attemptOpts {
-	common := append(host[:len(host):len(host)], semconv.HTTPRequestMethodKey.String(k.method),
-		AttemptKind.String(kindNames[k.kind]))
-	if k.class != httpretry.ClassDefault {
-		common = append(common, AttemptClass.String(k.class.String()))
-	}
-	o := &attemptOpts{}
-	count := common
-	if k.status != 0 {
-		count = append(count, semconv.HTTPResponseStatusCode(k.status))
-	}
-	if k.lost {
-		count = append(count, AttemptLost.Bool(true))
-	} else {
-		o.dur = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(common...))}
-	}
-	if k.source != httpretry.DelayNone {
-		count = append(count, DelaySource.String(k.source.String()))
-		delay := append(host[:len(host):len(host)], DelaySource.String(k.source.String()))
-		o.delay = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(delay...))}
-	}
-	if k.stop != httpretry.StopNone {
-		count = append(count, StopReason.String(k.stop.String()))
-	}
-	o.count.set = attribute.NewSet(count...)
-	return o
-}
-
-func (m *metrics) newCallOpts(k callKey, host []attribute.KeyValue) *callOpts {
-	attrs := append(host[:len(host):len(host)], semconv.HTTPRequestMethodKey.String(k.method),
-		StopReason.String(k.stop.String()))
-	if k.status != 0 {
-		attrs = append(attrs, semconv.HTTPResponseStatusCode(k.status))
-	}
-	o := &callOpts{dur: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}}
-	// A call the budget stopped was refused a retry; one the breaker
-	// stopped, its first attempt when it sent none, else a retry.
-	r := refusalKey{host: k.host, kind: kindRetry}
-	switch k.stop {
-	case httpretry.StopBudget:
-		r.reason = refusalReasons[k.stop]
-	case httpretry.StopBreaker, httpretry.StopThrottled, httpretry.StopConcurrencyLimit, httpretry.StopRateLimited:
-		r.reason = refusalReasons[k.stop]
-		if !k.attempts {
-			r.kind = kindFirst
-		}
-	default:
-		return o
-	}
-	build := func() *counter {
-		attrs := append(host[:len(host):len(host)], RefusalReason.String(r.reason), AttemptKind.String(kindNames[r.kind]))
-		return &counter{set: attribute.NewSet(attrs...)}
-	}
-	var ok bool
-	if o.refusal, ok = m.refusalOpts.add(r, maxEntries, build); !ok {
-		o.refusal = &m.refusalOverflow
-	}
-	return o
-}
-
 // refusalReasons are the values of RefusalReason for the guards that
 // refuse an attempt before it is sent.
 var refusalReasons = map[httpretry.StopReason]string{
@@ -420,91 +326,6 @@ var refusalReasons = map[httpretry.StopReason]string{
 	httpretry.StopThrottled:        "throttle",
 	httpretry.StopConcurrencyLimit: "limit",
 	httpretry.StopRateLimited:      "pace",
-}
-
-// register registers the callback that observes the counters, and the
-// gauges from the Stats of the Transport t points to while it lives.
-func (m *metrics) register(t weak.Pointer[httpretry.Transport]) (metric.Registration, error) {
-	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		observeCounts(o, m.attempts, &m.attemptOpts, func(a *attemptOpts) *counter { return &a.count }, &m.attemptOverflow)
-		observeCounts(o, m.refusals, &m.refusalOpts, func(c *counter) *counter { return c }, &m.refusalOverflow)
-		if tr := t.Value(); tr != nil {
-			m.observe(o, tr.Stats())
-		}
-		return nil
-	}, m.attempts, m.refusals, m.budgetLevel, m.breakerState, m.throttle, m.concurrency)
-}
-
-// observeCounts reports every counter of c, and the overflow's once it
-// has counted anything.
-func observeCounts[K comparable, V any](o metric.Observer, inst metric.Int64Observable, c *cache[K, V], count func(V) *counter, overflow *counter) {
-	if p := c.m.Load(); p != nil {
-		for _, v := range *p {
-			ct := count(v)
-			o.ObserveInt64(inst, ct.n.Load(), metric.WithAttributeSet(ct.set))
-		}
-	}
-	if n := overflow.n.Load(); n > 0 {
-		o.ObserveInt64(inst, n, metric.WithAttributeSet(overflow.set))
-	}
-}
-
-// observe reports each host's budget level, breaker state, throttling
-// probability and concurrency limit. Hosts past the bound are reported
-// together as "_OTHER", with the worst of each among them.
-func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
-	var other struct {
-		level, state, throttle                    float64
-		limit                                     int
-		hasLevel, hasState, hasThrottle, hasLimit bool
-	}
-	other.level = 1
-	for _, s := range stats {
-		host, known := m.hosts.get(s.Host)
-		set := metric.WithAttributeSet(attribute.NewSet(host...))
-		if s.HasBudget && s.BudgetCapacity > 0 {
-			level := min(max(s.BudgetAvailable/s.BudgetCapacity, 0), 1)
-			if known {
-				o.ObserveFloat64(m.budgetLevel, level, set)
-			} else {
-				other.level, other.hasLevel = min(other.level, level), true
-			}
-		}
-		if s.HasBreaker {
-			if known {
-				o.ObserveInt64(m.breakerState, int64(s.BreakerState), set)
-			} else {
-				other.state, other.hasState = max(other.state, float64(s.BreakerState)), true
-			}
-		}
-		if s.HasThrottle {
-			if known {
-				o.ObserveFloat64(m.throttle, s.ThrottleProbability, set)
-			} else {
-				other.throttle, other.hasThrottle = max(other.throttle, s.ThrottleProbability), true
-			}
-		}
-		if s.HasLimit {
-			if known {
-				o.ObserveInt64(m.concurrency, int64(s.Limit), set)
-			} else if !other.hasLimit || s.Limit < other.limit {
-				other.limit, other.hasLimit = s.Limit, true
-			}
-		}
-	}
-	set := metric.WithAttributeSet(attribute.NewSet(otherHost...))
-	if other.hasLevel {
-		o.ObserveFloat64(m.budgetLevel, other.level, set)
-	}
-	if other.hasState {
-		o.ObserveInt64(m.breakerState, int64(other.state), set)
-	}
-	if other.hasThrottle {
-		o.ObserveFloat64(m.throttle, other.throttle, set)
-	}
-	if other.hasLimit {
-		o.ObserveInt64(m.concurrency, int64(other.limit), set)
-	}
 }
 
 // normMethod returns the method as the semantic conventions record it:

@@ -1,0 +1,91 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/seedhq/httpretry/backoff"
+)
+
+// decide fills in whether and when to retry after attempt a.
+func (c *callState) decide(ctx context.Context, a *attempt) {
+	p := c.p
+	switch {
+	case ctx.Err() != nil:
+		if a.Err != nil {
+			a.Class = ClassFatal
+		}
+		a.Stop = StopContext
+		return
+	case a.Class == ClassSuccess:
+		a.Stop = StopSuccess
+		return
+	case !a.Class.retryable():
+		a.Stop = StopFatal
+		return
+	case !c.body.replayable() || (a.Class == ClassTransient && !p.replayable(a.Request)):
+		a.Stop = StopNotReplayable
+		return
+	case c.sent >= p.maxAttempts:
+		a.Stop = StopAttempts
+		return
+	case c.state != nil && c.state.breaker.open():
+		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
+		c.state.breakerRefusals.Add(1)
+		return
+	}
+	d := p.backoff.Delay(c.sent, c.prevDelay, nil)
+	c.prevDelay = d
+	source := DelayBackoff
+	if sd, src, ok := p.hints.serverDelay(a.Response, time.Now()); ok {
+		if sd > p.maxRetryAfter {
+			a.Stop = StopRetryAfter
+			return
+		}
+		// Never earlier than asked; up to 10 % later, so clients told the
+		// same value do not all return in the same instant.
+		if w := sd + time.Duration(float64(sd)/10*rand.Float64()); w >= d {
+			d, source = w, src
+		}
+	}
+	if !fits(ctx, d, a) {
+		a.Stop = StopDeadline
+		return
+	}
+	if !c.reserve(errors.Is(a.Err, ErrAttemptTimeout)) {
+		a.Stop = StopBudget
+		return
+	}
+	a.Retry, a.Delay, a.DelaySource = true, d, source
+}
+
+// fits reports whether a wait of d, and then another attempt as long as a
+// took, end before ctx's deadline: a retry that cannot finish in time would
+// only trade the response in hand for a deadline error.
+func fits(ctx context.Context, d time.Duration, a *attempt) bool {
+	return backoff.Fits(ctx, d+a.Duration)
+}
+
+// reserve takes the cost of the next retry from the budget, if the host
+// has one.
+func (c *callState) reserve(timeout bool) bool {
+	if c.state == nil || c.state.budget == nil {
+		return true
+	}
+	if !c.state.budget.AllowRetry(timeout) {
+		c.state.budgetRefusals.Add(1)
+		return false
+	}
+	c.reserved, c.reservedTO, c.timeoutRetry = true, timeout, timeout
+	return true
+}
+
+// unreserve gives back the cost of a retry that will not be sent.
+func (c *callState) unreserve() {
+	if c.reserved {
+		c.reserved = false
+		c.state.budget.Refund(c.reservedTO)
+	}
+}

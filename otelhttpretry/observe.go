@@ -1,0 +1,95 @@
+package otelhttpretry
+
+import (
+	"context"
+	"weak"
+
+	"github.com/seedhq/httpretry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// register registers the callback that observes the counters, and the
+// gauges from the Stats of the Transport t points to while it lives.
+func (m *metrics) register(t weak.Pointer[httpretry.Transport]) (metric.Registration, error) {
+	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		observeCounts(o, m.attempts, &m.attemptOpts, func(a *attemptOpts) *counter { return &a.count }, &m.attemptOverflow)
+		observeCounts(o, m.refusals, &m.refusalOpts, func(c *counter) *counter { return c }, &m.refusalOverflow)
+		if tr := t.Value(); tr != nil {
+			m.observe(o, tr.Stats())
+		}
+		return nil
+	}, m.attempts, m.refusals, m.budgetLevel, m.breakerState, m.throttle, m.concurrency)
+}
+
+// observeCounts reports every counter of c, and the overflow's once it
+// has counted anything.
+func observeCounts[K comparable, V any](o metric.Observer, inst metric.Int64Observable, c *cache[K, V], count func(V) *counter, overflow *counter) {
+	if p := c.m.Load(); p != nil {
+		for _, v := range *p {
+			ct := count(v)
+			o.ObserveInt64(inst, ct.n.Load(), metric.WithAttributeSet(ct.set))
+		}
+	}
+	if n := overflow.n.Load(); n > 0 {
+		o.ObserveInt64(inst, n, metric.WithAttributeSet(overflow.set))
+	}
+}
+
+// observe reports each host's budget level, breaker state, throttling
+// probability and concurrency limit. Hosts past the bound are reported
+// together as "_OTHER", with the worst of each among them.
+func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
+	var other struct {
+		level, state, throttle                    float64
+		limit                                     int
+		hasLevel, hasState, hasThrottle, hasLimit bool
+	}
+	other.level = 1
+	for _, s := range stats {
+		host, known := m.hosts.get(s.Host)
+		set := metric.WithAttributeSet(attribute.NewSet(host...))
+		if s.HasBudget && s.BudgetCapacity > 0 {
+			level := min(max(s.BudgetAvailable/s.BudgetCapacity, 0), 1)
+			if known {
+				o.ObserveFloat64(m.budgetLevel, level, set)
+			} else {
+				other.level, other.hasLevel = min(other.level, level), true
+			}
+		}
+		if s.HasBreaker {
+			if known {
+				o.ObserveInt64(m.breakerState, int64(s.BreakerState), set)
+			} else {
+				other.state, other.hasState = max(other.state, float64(s.BreakerState)), true
+			}
+		}
+		if s.HasThrottle {
+			if known {
+				o.ObserveFloat64(m.throttle, s.ThrottleProbability, set)
+			} else {
+				other.throttle, other.hasThrottle = max(other.throttle, s.ThrottleProbability), true
+			}
+		}
+		if s.HasLimit {
+			if known {
+				o.ObserveInt64(m.concurrency, int64(s.Limit), set)
+			} else if !other.hasLimit || s.Limit < other.limit {
+				other.limit, other.hasLimit = s.Limit, true
+			}
+		}
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(otherHost...))
+	if other.hasLevel {
+		o.ObserveFloat64(m.budgetLevel, other.level, set)
+	}
+	if other.hasState {
+		o.ObserveInt64(m.breakerState, int64(other.state), set)
+	}
+	if other.hasThrottle {
+		o.ObserveFloat64(m.throttle, other.throttle, set)
+	}
+	if other.hasLimit {
+		o.ObserveInt64(m.concurrency, int64(other.limit), set)
+	}
+}
