@@ -24,10 +24,9 @@ func writeReport(path string, n, first uint64, workers int, took time.Duration) 
 	}
 	doc := string(old)
 	if i := strings.Index(doc, "\n"+reportHeading+"\n"); i >= 0 {
-		doc = doc[:i+1]
-	} else {
-		doc = strings.TrimRight(doc, "\n") + "\n"
+		doc = doc[:i]
 	}
+	doc = strings.TrimRight(doc, "\n") + "\n"
 	var b strings.Builder
 	b.WriteString(doc)
 	b.WriteString("\n" + reportHeading + "\n\n")
@@ -48,8 +47,8 @@ const reportIntro = "This section is written by `TestInvariants` in the root mod
 const reportBody = `- Each scenario draws, from its seed, a Transport's policy (attempts from 1
   to math.MaxInt, backoff, attempt timeout, idempotency keys, attempt header,
   budget, breaker, hedging fixed or adaptive, overload controls, hints,
-  classifier, PrepareRetry, and where the policy is set), one to three calls through it (method, body, caller's key,
-  deadline, cancellation before, during an attempt, during a wait or at a
+  classifier, PrepareRetry, and where the policy is set), one to three
+  calls through it (method, body, caller's key, deadline, cancellation before, during an attempt, during a wait or at a
   random time, per-request edits) and what a scripted upstream answers each
   attempt (statuses from 1xx to 5xx, hostile Retry-After, RateLimit and reset
   values, typed and untyped errors, delays, bodies that trickle, break or
