@@ -9,7 +9,7 @@
 //	go run ./cmd/report -bench=false     # reuse results/overhead.txt
 //	go run ./cmd/report -overhead-only   # benchmarks, benchstat and ratios to stdout
 //
-// The benchmarks run in 6 rounds by default (-count): in each round every
+// The benchmarks run in 12 rounds by default (-count): in each round every
 // client runs in its own process, in an order turned by one each round
 // (rounds.go). The report quotes medians, their spread, the per-round
 // ratios to the bare transport (median and range) and benchstat on the
@@ -33,7 +33,7 @@ func main() {
 		runs         = flag.Int("runs", 100, "scenario A: runs per point and seed")
 		herdRuns     = flag.Int("herd-runs", 20, "scenario B: runs per mode")
 		bench        = flag.Bool("bench", true, "run the overhead benchmarks (false: reuse -bench-file)")
-		count        = flag.Int("count", 6, "benchmark rounds: each client once per round, in its own process")
+		count        = flag.Int("count", 12, "benchmark rounds: each client once per round, in its own process")
 		benchtime    = flag.String("benchtime", "1s", "benchmark -benchtime")
 		benchFile    = flag.String("bench-file", "results/overhead.txt", "raw benchmark output")
 		metricsFile  = flag.String("metrics-file", "results/metrics.txt", "raw output of the metrics benchmark")
@@ -71,7 +71,7 @@ func main() {
 	} else {
 		log.Printf("no benchmark results in %s: the overhead section is left out", *benchFile)
 	}
-	if *bench && !*overheadOnly {
+	if !*overheadOnly { // cheap (seconds) and about memory, not time: it runs even with -bench=false
 		log.Print("per-host memory: BenchmarkHostStateMemory in the root module")
 		hs, err := runHostStateMemory("..")
 		if err != nil {

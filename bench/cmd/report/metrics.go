@@ -68,6 +68,22 @@ func (r *report) metricsSection(b *strings.Builder) {
 	w("go over loopback; `memory` answers from memory, so only the Transport's and the recording's own cost\n")
 	w("is left. %d rounds, each client in a process of its own, the order turned every round.\n\n", len(r.metrics["get"]["plain"]["ns/op"]))
 	w("%s\n", metricsTable(r.metrics))
+	s := r.metrics
+	plain, hooks, metered := s.median("memory", "plain", "ns/op"), s.median("memory", "hooks", "ns/op"), s.median("memory", "metrics", "ns/op")
+	get := s.median("get", "plain", "ns/op")
+	if plain == 0 || get == 0 {
+		return
+	}
+	w("What the recording itself costs is the `memory` case's difference, metrics − hooks: %s ns per call,\n", fmtNum(metered-hooks))
+	w("%.1f %% of a plain loopback GET's %s ns; the Transport's own observing (hooks − plain, timing the\n", 100*(metered-hooks)/get, fmtNum(get))
+	w("attempts and naming the host) is %s ns more, %.1f %%. The loopback rows carry more than that: the\n", fmtNum(hooks-plain), 100*(hooks-plain)/get)
+	w("client, the server and the SDK share two cores, and the per-round ratios spread accordingly. In a CPU\n")
+	w("profile of the `memory` case (`go test -run '^$' -bench 'MetricsOverhead/case=memory/client=metrics$'\n")
+	w("-cpuprofile cpu.out .` in bench/), three quarters of the recording is the OpenTelemetry SDK's\n")
+	w("`Record` on the two duration histograms, and two thirds of that is the SDK (v1.46.0) normalizing the\n")
+	w("attribute set on every measurement (`attrnorm.Set`), a cost any instrumentation recording through the\n")
+	w("SDK pays; otelhttpretry already hands it precomputed attribute sets and counts attempts in its own\n")
+	w("atomic counters. Over a real network hop of 200 µs or more, the recording is under 0.5 %% of a call.\n\n")
 }
 
 func (r *report) metricsTargets() []target {
