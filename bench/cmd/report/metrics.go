@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/seedhq/httpretry/bench/sim"
@@ -20,19 +18,10 @@ var (
 // runMetricsBenchmarks runs BenchmarkMetricsOverhead in count rounds into
 // file.
 func runMetricsBenchmarks(dir, file string, count int, benchtime string) error {
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	bin := filepath.Join(filepath.Dir(file), "bench.test")
-	if err := testBinary(dir, bin); err != nil {
-		return err
-	}
-	return runRounds(dir, bin, count, metricsClients, func(client string) []string {
+	return runBenchRounds(dir, file, count, metricsClients, func(client string) []string {
 		return []string{"-test.run", "^$", "-test.bench", "^BenchmarkMetricsOverhead$/./^client=" + client + "$",
 			"-test.benchmem", "-test.count", "1", "-test.benchtime", benchtime}
-	}, f)
+	})
 }
 
 // metricsTable renders the medians and the per-round ratios to plain.

@@ -27,6 +27,12 @@ var (
 // process of its own and the order turned every round (rounds.go), into
 // file.
 func runBenchmarks(dir, file string, count int, benchtime string) error {
+	return runBenchRounds(dir, file, count, benchClients, overheadArgs(benchtime))
+}
+
+// runBenchRounds builds the bench test binary and runs it in count rounds,
+// once per client per round with args(client), into file.
+func runBenchRounds(dir, file string, count int, clients []string, args func(string) []string) error {
 	f, err := os.Create(file)
 	if err != nil {
 		return err
@@ -36,7 +42,7 @@ func runBenchmarks(dir, file string, count int, benchtime string) error {
 	if err := testBinary(dir, bin); err != nil {
 		return err
 	}
-	return runRounds(dir, bin, count, benchClients, overheadArgs(benchtime), f)
+	return runRounds(dir, bin, count, clients, args, f)
 }
 
 // benchstat runs benchstat on file with the clients as columns, so each
