@@ -26,55 +26,63 @@ func invalidf(path, format string, args ...any) error {
 	return &fieldError{ErrInvalidPolicy, path, fmt.Sprintf(format, args...)}
 }
 
+// fieldErrors collects the errors of the fields under path.
+type fieldErrors struct {
+	path string
+	errs []error
+}
+
+// bad adds an error for the field of path called field.
+func (fe *fieldErrors) bad(field, format string, args ...any) {
+	fe.errs = append(fe.errs, invalidf(fe.path+"."+field, format, args...))
+}
+
 // check reports the fields of p that are invalid on their own, each named
 // under path.
 func (p *Policy) check(path string) []error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, invalidf(path+"."+field, format, args...))
-	}
+	fe := fieldErrors{path: path}
 	header := func(field, name string) {
 		if name != "" && !validToken(name) {
-			bad(field, "%q is not a valid header name", name)
+			fe.bad(field, "%q is not a valid header name", name)
 		}
 	}
 	if p.MaxAttempts < 0 {
-		bad("MaxAttempts", "%d is negative", p.MaxAttempts)
+		fe.bad("MaxAttempts", "%d is negative", p.MaxAttempts)
 	}
 	if v, ok := p.Backoff.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
-			bad("Backoff", "%v", err)
+			fe.bad("Backoff", "%v", err)
 		}
 	}
 	if p.MaxRetryAfter < 0 {
-		bad("MaxRetryAfter", "%v is negative", p.MaxRetryAfter)
+		fe.bad("MaxRetryAfter", "%v is negative", p.MaxRetryAfter)
 	}
 	header("AttemptHeader", p.AttemptHeader)
 	header("Keys.Header", p.Keys.Header)
 	for i, m := range p.Keys.Methods {
 		if !validToken(m) {
-			bad(fmt.Sprintf("Keys.Methods[%d]", i), "%q is not a valid method", m)
+			fe.bad(fmt.Sprintf("Keys.Methods[%d]", i), "%q is not a valid method", m)
 		}
 	}
 	header("Hints.ShouldRetryHeader", p.Hints.ShouldRetryHeader)
 	header("Hints.ResetHeader", p.Hints.ResetHeader)
 	header("Hints.RemainingHeader", p.Hints.RemainingHeader)
 	if p.Hints.RemainingHeader != "" && p.Hints.ResetHeader == "" {
-		bad("Hints.RemainingHeader", "is read only with ResetHeader, which is not set")
+		fe.bad("Hints.RemainingHeader", "is read only with ResetHeader, which is not set")
 	}
 	if f := p.Hints.ResetFormat; f != ResetDeltaSeconds && f != ResetEpochSeconds {
-		bad("Hints.ResetFormat", "%d is not a known format", f)
+		fe.bad("Hints.ResetFormat", "%d is not a known format", f)
 	}
 	if p.Hedge.Delay < 0 {
-		bad("Hedge.Delay", "%v is negative", p.Hedge.Delay)
+		fe.bad("Hedge.Delay", "%v is negative", p.Hedge.Delay)
 	}
 	if p.Hedge.MaxHedges < 0 {
-		bad("Hedge.MaxHedges", "%d is negative", p.Hedge.MaxHedges)
+		fe.bad("Hedge.MaxHedges", "%d is negative", p.Hedge.MaxHedges)
 	}
-	errs = append(errs, p.Hedge.check(path+".Hedge")...)
-	errs = append(errs, p.Breaker.check(path+".Breaker")...)
-	errs = append(errs, p.Overload.check(path+".Overload")...)
-	return errs
+	fe.errs = append(fe.errs, p.Hedge.check(path+".Hedge")...)
+	fe.errs = append(fe.errs, p.Breaker.check(path+".Breaker")...)
+	fe.errs = append(fe.errs, p.Overload.check(path+".Overload")...)
+	return fe.errs
 }
 
 // checkMerged reports the combinations of fields that are invalid in the
@@ -94,36 +102,33 @@ func (p *Policy) checkMerged(path string) error {
 // check reports the adaptive hedging settings that are invalid, or set
 // without Adaptive, where they would be ignored.
 func (h *HedgePolicy) check(path string) []error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, invalidf(path+"."+field, format, args...))
-	}
+	fe := fieldErrors{path: path}
 	if q := h.Quantile; q != 0 && !(q > 0 && q < 1) {
-		bad("Quantile", "%v is not in (0, 1)", q)
+		fe.bad("Quantile", "%v is not in (0, 1)", q)
 	}
 	if h.MinSamples < 0 {
-		bad("MinSamples", "%d is negative", h.MinSamples)
+		fe.bad("MinSamples", "%d is negative", h.MinSamples)
 	}
 	if h.MinDelay < 0 {
-		bad("MinDelay", "%v is negative", h.MinDelay)
+		fe.bad("MinDelay", "%v is negative", h.MinDelay)
 	}
 	if h.MaxDelay < 0 {
-		bad("MaxDelay", "%v is negative", h.MaxDelay)
+		fe.bad("MaxDelay", "%v is negative", h.MaxDelay)
 	}
 	if h.MinDelay > 0 && h.MaxDelay > 0 && h.MinDelay > h.MaxDelay {
-		bad("MinDelay", "%v is above MaxDelay (%v)", h.MinDelay, h.MaxDelay)
+		fe.bad("MinDelay", "%v is above MaxDelay (%v)", h.MinDelay, h.MaxDelay)
 	}
-	if !h.Adaptive && !h.Disabled && len(errs) == 0 {
+	if !h.Adaptive && !h.Disabled && len(fe.errs) == 0 {
 		for _, f := range []struct {
 			name string
 			set  bool
 		}{{"Quantile", h.Quantile != 0}, {"MinSamples", h.MinSamples != 0}, {"MinDelay", h.MinDelay != 0}, {"MaxDelay", h.MaxDelay != 0}} {
 			if f.set {
-				bad(f.name, "is set without Adaptive, which it needs")
+				fe.bad(f.name, "is set without Adaptive, which it needs")
 			}
 		}
 	}
-	return errs
+	return fe.errs
 }
 
 // check reports nonsense breaker settings.
@@ -131,32 +136,29 @@ func (b *BreakerPolicy) check(path string) []error {
 	if b.Disabled || *b == (BreakerPolicy{}) {
 		return nil
 	}
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, invalidf(path+"."+field, format, args...))
-	}
+	fe := fieldErrors{path: path}
 	if b.ConsecutiveFailures < 0 {
-		bad("ConsecutiveFailures", "%d is negative", b.ConsecutiveFailures)
+		fe.bad("ConsecutiveFailures", "%d is negative", b.ConsecutiveFailures)
 	}
 	if !(b.FailureRatio >= 0 && b.FailureRatio <= 1) || math.IsNaN(b.FailureRatio) {
-		bad("FailureRatio", "%v is not in [0, 1]", b.FailureRatio)
+		fe.bad("FailureRatio", "%v is not in [0, 1]", b.FailureRatio)
 	}
 	if b.MinRequests < 0 {
-		bad("MinRequests", "%d is negative", b.MinRequests)
+		fe.bad("MinRequests", "%d is negative", b.MinRequests)
 	}
 	if b.Window < 0 {
-		bad("Window", "%v is negative", b.Window)
+		fe.bad("Window", "%v is negative", b.Window)
 	}
 	if b.OpenFor < 0 {
-		bad("OpenFor", "%v is negative", b.OpenFor)
+		fe.bad("OpenFor", "%v is negative", b.OpenFor)
 	}
 	if b.HalfOpenAttempts < 0 {
-		bad("HalfOpenAttempts", "%d is negative", b.HalfOpenAttempts)
+		fe.bad("HalfOpenAttempts", "%d is negative", b.HalfOpenAttempts)
 	}
 	if b.ConsecutiveFailures == 0 && b.FailureRatio == 0 {
-		errs = append(errs, invalidf(path, "no trip rule: set ConsecutiveFailures or FailureRatio (or Disabled)"))
+		fe.errs = append(fe.errs, invalidf(path, "no trip rule: set ConsecutiveFailures or FailureRatio (or Disabled)"))
 	}
-	return errs
+	return fe.errs
 }
 
 // check reports nonsense overload settings, and tuning of a control that
@@ -165,30 +167,27 @@ func (o *OverloadPolicy) check(path string) []error {
 	if *o == (OverloadPolicy{}) {
 		return nil
 	}
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, invalidf(path+"."+field, format, args...))
-	}
+	fe := fieldErrors{path: path}
 	if k := o.ThrottleK; k != 0 && !(k >= 1 && !math.IsInf(k, 1)) {
-		bad("ThrottleK", "%v is not a finite number of at least 1", k)
+		fe.bad("ThrottleK", "%v is not a finite number of at least 1", k)
 	}
 	if o.ThrottleWindow < 0 {
-		bad("ThrottleWindow", "%v is negative", o.ThrottleWindow)
+		fe.bad("ThrottleWindow", "%v is negative", o.ThrottleWindow)
 	}
 	if o.LimitMax < 0 {
-		bad("LimitMax", "%d is negative", o.LimitMax)
+		fe.bad("LimitMax", "%d is negative", o.LimitMax)
 	}
 	if o.LimitMin < 0 {
-		bad("LimitMin", "%d is negative", o.LimitMin)
+		fe.bad("LimitMin", "%d is negative", o.LimitMin)
 	} else if m := cmp.Or(o.LimitMax, defaultLimitMax); o.LimitMin > m {
-		bad("LimitMin", "%d is above LimitMax (%d)", o.LimitMin, m)
+		fe.bad("LimitMin", "%d is above LimitMax (%d)", o.LimitMin, m)
 	}
 	if o.Disabled {
-		return errs
+		return fe.errs
 	}
 	tuned := func(field string, set bool, control string, on bool) {
 		if set && !on {
-			bad(field, "is set but %s is off", control)
+			fe.bad(field, "is set but %s is off", control)
 		}
 	}
 	tuned("ThrottleK", o.ThrottleK != 0, "Throttle", o.Throttle)
@@ -197,7 +196,7 @@ func (o *OverloadPolicy) check(path string) []error {
 	tuned("LimitMin", o.LimitMin != 0, "Limit", o.Limit)
 	tuned("LimitQueue", o.LimitQueue != 0, "Limit", o.Limit)
 	tuned("PaceFailFast", o.PaceFailFast, "Pace", o.Pace)
-	return errs
+	return fe.errs
 }
 
 // joinUnique joins errs, dropping repeats of the same text: a policy
