@@ -8,126 +8,360 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/seedhq/httpretry/internal/breaker"
+	"github.com/seedhq/httpretry/internal/freshconn"
+	"github.com/seedhq/httpretry/internal/replay"
+	"github.com/seedhq/httpretry/internal/signal"
 )
 
-// Attempt describes one attempt that Base saw, and what RoundTrip decided
-// after it. Transport.OnAttempt receives one per attempt, hedges included.
-type Attempt struct {
-	Host     string         // the host's key for per-host state: lower-case "host:port", the scheme's default port filled in
-	N        int            // attempt number, 1 for the first
-	Request  *http.Request  // the attempt's request as sent: a clone of the caller's, with its idempotency key
-	Response *http.Response // the response, nil when Err is set
-	Err      error          // the attempt's error, nil when Response is set
-	Class    Class          // how the outcome was classified
-	Duration time.Duration  // from sending the request to receiving the response header or the error; 0 when not measured (nothing observes attempts and the caller's context has no deadline)
-	Hedge    bool           // sent alongside an earlier attempt that had not answered (see HedgePolicy)
-	Lost     bool           // cancelled unanswered because another attempt of its round answered first
-	Retry    bool           // another attempt follows after Delay
-	Delay    time.Duration  // the wait before the next attempt, when Retry
-	// DelaySource says where Delay came from, when Retry.
-	DelaySource DelaySource
-	Stop        StopReason // why the call stopped after this attempt; StopNone when it did not
-}
+// The attempt pipeline. Every attempt — the first, a retry, a hedge, a
+// resume of a response body — goes through the same stages, in this order:
+//
+//  1. admission that costs nothing: the breaker (open: refused at once)
+//     and the throttle;
+//  2. preparation: the attempt's body (rewound for a retry), its request,
+//     and PrepareRetry for a retry;
+//  3. admission that waits: the pacer and the concurrency limit, each
+//     bounded by what the context's deadline leaves (a hedge never waits);
+//  4. the breaker's trial, taken last because it never waits;
+//  5. send: Base.RoundTrip, on the caller's goroutine, or, in a hedged
+//     round, on one of the round's;
+//  6. settle: what Base returned, classified, and recorded where the host's
+//     state learns from it.
+//
+// What a stage acquires is noted on the attempt, and one release gives
+// back whatever it still holds, on every path: a refusal, a panic in Base,
+// Classify or PrepareRetry, an attempt abandoned to a faster one.
 
-// DelaySource says where the wait before a retry came from.
-type DelaySource int
+// begin runs stages 1 to 4 for attempt a with body rc. On a refusal it
+// returns a *refusal; release then gives back what the earlier stages took
+// and closes rc.
+func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hedge, cancelable bool) error {
+	n := c.sent + 1
+	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}, body: rc, replay: c.body, begun: true}
+	s := c.state
 
-const (
-	DelayNone        DelaySource = iota // no retry follows
-	DelayBackoff                        // the policy's backoff strategy
-	DelayRetryAfter                     // the response's Retry-After header
-	DelayRateLimit                      // the RateLimit header field's t parameter
-	DelayResetHeader                    // the header named by HintPolicy.ResetHeader
-)
-
-var delayNames = [...]string{"none", "backoff", "retry-after", "ratelimit", "ratelimit-reset"}
-
-// String returns the source's name as used in logs and metrics.
-func (s DelaySource) String() string {
-	if s >= 0 && int(s) < len(delayNames) {
-		return delayNames[s]
+	// 1. Refusals that cost nothing.
+	if s != nil {
+		if s.Breaker.IsOpen() {
+			s.BreakerRefusals.Add(1)
+			return &refusal{StopBreaker, breakerRefusal(s.Breaker, breaker.ErrOpen)}
+		}
+		if s.Throttle != nil {
+			now := time.Now()
+			if !s.Throttle.Admit(now) {
+				return &refusal{StopThrottled, fmt.Errorf("%w (%s)", ErrThrottled, s.Key)}
+			}
+			a.adm.s, a.adm.throttled = s, true
+		}
 	}
-	return "DelaySource(" + strconv.Itoa(int(s)) + ")"
-}
 
-// attemptKey is the context key under which the attempt number travels.
-type attemptKey struct{}
-
-// attemptContext carries the attempt number to the layers under the
-// Transport. It is one allocation, where context.WithValue plus a boxed int
-// would be two. It also notes whether net/http's client began to handle the
-// attempt, which it does by looking up the request's httptrace.ClientTrace
-// before anything else: an error it returns then comes from the connection,
-// not from a layer of the caller's in between.
-type attemptContext struct {
-	context.Context
-	n       int
-	reached atomic.Bool
-}
-
-func (c *attemptContext) Value(key any) any {
-	switch key {
-	case attemptKey{}:
-		return c
-	case traceKey:
-		c.reached.Store(true)
+	// 2. Preparation.
+	if n > 1 && !hedge && c.body != nil {
+		body, err := c.body.Next(ctx, false)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// The caller's context ended while the retry waited for Base
+			// to leave a Read of the body: the context stopped the call.
+			return &refusal{StopContext, err}
+		case err != nil:
+			return &refusal{StopNotReplayable, err}
+		}
+		a.body = body
 	}
-	return c.Context.Value(key)
-}
+	// A retry after a failure of a shared connection gets one of its own
+	// (sendOne), which lives as long as the attempt's context.
+	a.fresh = c.fresh && n > 1 && !hedge
+	c.fresh = false
+	actx := ctx
+	if c.p.attemptTimeout > 0 || cancelable || a.fresh {
+		actx = a.withContext(ctx)
+	}
+	a.Request = c.attemptRequest(actx, n, a.body, cancelable, hedge)
+	if n > 1 && !hedge && !c.resuming && c.p.prepareRetry != nil {
+		if err := c.p.prepareRetry(c.last, a.Request); err != nil {
+			return &refusal{StopRefused, err}
+		}
+		c.edited = a.Request // the hedges of this round carry its edits
+		// A token refresh under the retry's context went through the
+		// attempt's trace hooks: what they saw is not the attempt's.
+		resetProgress(a.Request)
+	}
 
-// traceKey is the context key httptrace uses for a ClientTrace, learnt
-// once from httptrace itself: it is unexported.
-var traceKey = func() any {
-	var probe keyProbe
-	httptrace.ContextClientTrace(&probe)
-	return probe.key
-}()
+	// 3. Admission that waits.
+	if s != nil && (s.Pacer != nil || s.Limiter != nil) {
+		if err := c.admitWaiting(ctx, a, s); err != nil {
+			return err
+		}
+	}
 
-// keyProbe is a context that remembers the key it is asked for.
-type keyProbe struct {
-	context.Context
-	key any
-}
+	// 4. The breaker's trial.
+	if s != nil && s.Breaker != nil {
+		done, err := s.Breaker.Allow()
+		if err != nil {
+			s.BreakerRefusals.Add(1)
+			return &refusal{StopBreaker, breakerRefusal(s.Breaker, err)}
+		}
+		a.breakDone = done
+	}
 
-func (p *keyProbe) Value(key any) any {
-	p.key = key
+	a.startTimer(c.p.attemptTimeout)
+	if timed := c.timed || c.deadline || (n == 1 && c.learn != nil); timed || a.adm.limited {
+		now := time.Now()
+		if timed {
+			a.start = now
+		}
+		a.adm.sent(ctx, now, c.p.attemptTimeout)
+	}
+	a.sent = true
+	c.sent++
+	c.held = nil
+	if n > 1 && !hedge {
+		c.reserved = false // the retry is sent: its cost is spent
+	}
+	if n > 1 && s != nil {
+		s.Retries.Add(1)
+	}
 	return nil
 }
 
-// reachedHTTP reports whether net/http's client began to handle req, an
-// attempt of a Transport.
-func reachedHTTP(req *http.Request) bool {
-	if req == nil {
+// settle runs stage 6 for attempt a, to which Base returned resp and err;
+// fired reports that its timeout had fired by then.
+func (c *callState) settle(ctx context.Context, a *attempt, resp *http.Response, err error, fired bool) {
+	if berr := c.body.Failed(a.body); berr != nil && err != nil {
+		err = berr // the body broke, not the connection
+	}
+	discarded := a.settle(resp, err, fired)
+	ok := false
+	defer func() {
+		// A response the attempt does not keep is closed once its outcome
+		// is recorded: a Close of Base's that panics loses nothing of it.
+		closeBody(discarded)
+		a.settled = ok
+	}()
+	c.classify(a)
+	c.record(ctx, a)
+	if c.learn != nil {
+		c.learnFrom(ctx, a)
+	}
+	ok = true
+}
+
+// release gives back whatever attempt a still holds. After settle that is
+// nothing; after a refusal or a panic it is its admission, given back
+// without an outcome, its body if Base never had it, and its response and
+// context.
+func (a *attempt) release() {
+	if !a.begun {
+		return
+	}
+	if a.adm.s != nil {
+		a.adm.done(time.Now(), signal.None, nil, nil)
+	}
+	if a.breakDone != nil {
+		done := a.breakDone
+		a.breakDone = nil
+		done(breaker.Excluded)
+	}
+	if a.settled {
+		return
+	}
+	if !a.sent {
+		closeBody(a.body)
+	} else if a.replay != nil {
+		a.replay.Abandon(a.body) // Base panicked: it will not close it
+	}
+	if a.Response != nil {
+		closeBody(a.Response.Body)
+	}
+	a.end()
+}
+
+// sendOne makes the next attempt, a, with body rc, on the caller's
+// goroutine.
+func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) error {
+	defer a.release()
+	if err := c.begin(ctx, a, rc, false, false); err != nil {
+		return err
+	}
+	base := c.t.base
+	if a.fresh {
+		if conn := a.dial(base); conn != nil {
+			base = conn
+		}
+	}
+	resp, err := c.senderOver(base).RoundTrip(a.Request)
+	fired := a.timer != nil && !a.timer.Stop()
+	c.settle(ctx, a, resp, err, fired)
+	c.fresh = c.t.fresh && needsFreshConn(a)
+	return nil
+}
+
+// needsFreshConn reports whether the retry after attempt a, which Base
+// (an *http.Transport) sent, should have a connection of its own: a
+// failed in a way that leaves its connection in net/http's pool, if that
+// connection speaks HTTP/2: a stream reset, or, for an https URL (where
+// HTTP/2 is negotiated), an attempt timeout. net/http drops on its own a
+// connection that failed itself (read and write errors, EOF, GOAWAY, an
+// HTTP/2 connection error) and every HTTP/1 connection whose request
+// failed or was cancelled, so the pool never hands those out again. Which
+// protocol a timed-out attempt spoke is not known (a GotConn hook would
+// cost every attempt an allocation): after a timeout on HTTP/1, the
+// retry's connection of its own is one the pool would have dialled too,
+// unless it had another idle.
+func needsFreshConn(a *attempt) bool {
+	if a.Response != nil || a.Err == nil || !a.Class.retryable() {
 		return false
 	}
-	c, ok := req.Context().Value(attemptKey{}).(*attemptContext)
-	return ok && c.reached.Load()
-}
-
-// AttemptFromContext returns the attempt number (1 for the first attempt,
-// 2 for the first retry, …) that a Transport put in the context of the
-// request it passes to its Base. It reports false for a context that did
-// not come from a Transport. OpenTelemetry's http.request.resend_count is
-// the attempt number minus one.
-func AttemptFromContext(ctx context.Context) (int, bool) {
-	if c, ok := ctx.Value(attemptKey{}).(*attemptContext); ok {
-		return c.n, true
+	if h2Error(a.Err, h2AnyStream) {
+		return true
 	}
-	return 0, false
+	return errors.Is(a.Err, ErrAttemptTimeout) && strings.EqualFold(a.Request.URL.Scheme, "https")
 }
 
-// ErrAttemptTimeout is the error of an attempt that Policy.AttemptTimeout
-// cut short. It is transient, and errors.Is reports it as
-// context.DeadlineExceeded too.
-var ErrAttemptTimeout error = attemptTimeoutError{}
+// dial gives attempt a a new connection of base's, closed when a's
+// context ends (its response body closed, or the attempt discarded). It
+// returns nil when there is none: the attempt then goes through base's
+// pool, as without one.
+func (a *attempt) dial(base http.RoundTripper) freshconn.Conn {
+	conn, err := freshconn.Dial(a.Request.Context(), base, a.Request.URL)
+	if err != nil {
+		return nil
+	}
+	gotConn(a.Request) // the connection is got, outside net/http's getConn
+	cancel := a.cancel
+	a.cancel = func(cause error) {
+		cancel(cause)
+		conn.Close()
+	}
+	return conn
+}
 
-type attemptTimeoutError struct{}
+// classify sets the class of a settled attempt: Policy.Classify, then the
+// should-retry hint, then the built-in rules.
+func (c *callState) classify(a *attempt) {
+	p := c.p
+	a.Class = ClassDefault
+	if p.classify != nil {
+		a.Class = p.classify(a.Request, a.Response, a.Err)
+	}
+	if a.Class == ClassDefault {
+		a.Class = p.hints.shouldRetry(a.Response)
+	}
+	if a.Class == ClassDefault {
+		a.Class = classify(a.Request, a.Response, a.Err, p)
+	}
+	if p.readBody > 0 {
+		unbound(a.Response) // whatever Classify read, the body is whole again
+	}
+}
 
-func (attemptTimeoutError) Error() string        { return "httpretry: attempt timed out" }
-func (attemptTimeoutError) Timeout() bool        { return true }
-func (attemptTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+// record keeps what the host's state learns from attempt a: the breaker's
+// count, the overload controls' signal, the statistics, and state for a
+// host that failed for the first time. It gives back what a holds.
+func (c *callState) record(ctx context.Context, a *attempt) {
+	if a.Response != nil {
+		c.lastStatus = a.Response.StatusCode
+	}
+	c.lastErr = a.Err
+	outcome := breakerOutcome(ctx, &a.Attempt)
+	if c.state == nil && outcome == breaker.Failure && c.keepsState() {
+		c.ensureState()
+		// The attempt was admitted by the fresh breaker this state starts
+		// with; count it now.
+		if a.breakDone == nil && c.state != nil && c.state.Breaker != nil {
+			a.breakDone, _ = c.state.Breaker.Allow()
+		}
+	}
+	if a.breakDone != nil {
+		done := a.breakDone
+		a.breakDone = nil
+		done(outcome)
+	}
+	s := c.state
+	if s == nil {
+		return
+	}
+	now := time.Now()
+	if a.adm.s != nil {
+		sig := signal.None
+		if !a.Lost {
+			sig = loadSignal(ctx, a.Response, a.Err)
+		}
+		a.adm.done(now, sig, a.Response, &c.p.pace)
+	}
+	s.Touch(now)
+	s.Attempts.Add(1)
+	if outcome == breaker.Failure || a.Class.retryable() {
+		s.Failed(int32(a.Class), now)
+	}
+}
+
+// attemptRequest returns the request for attempt n with body rc: a clone
+// of the caller's request when anything changes its header or several
+// attempts are in flight at once (a hedged round), else a shallow copy. A
+// hedge is made from the request PrepareRetry edited for its round, a
+// resume from the one it edited last.
+func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser, concurrent, hedge bool) *http.Request {
+	// Whether an earlier attempt of the call carried the request's key, so
+	// that a 409 may say the original is still in flight: with the
+	// Transport's own key, any attempt after the first; with the caller's,
+	// every attempt (keySentUnknown: whether the caller set one is read
+	// from the header when a 409 asks).
+	keySent := keySentUnknown
+	if c.Key != "" {
+		keySent = keySentNo
+		if n > 1 {
+			keySent = keySentYes
+		}
+	}
+	ctx = newAttemptContext(ctx, n, keySent)
+	src := c.req
+	if (hedge || c.resuming) && c.edited != nil {
+		src = c.edited
+	}
+	var areq *http.Request
+	if c.Key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent {
+		areq = src.Clone(ctx)
+		if c.Key != "" {
+			areq.Header[c.p.keyHeader] = []string{c.Key}
+		}
+		if c.p.attemptHeader != "" {
+			setHeader(areq.Header, c.p.attemptHeader, strconv.Itoa(n))
+		}
+	} else {
+		areq = src.WithContext(ctx)
+	}
+	if c.body != nil {
+		areq.Body = rc
+		areq.GetBody = c.body.GetBodyFor(ctx, c.req.GetBody)
+	}
+	return areq
+}
+
+// refusal is an attempt that was not sent: the breaker, an overload
+// control, the body or PrepareRetry refused it, or (StopContext,
+// StopDeadline) the caller's context ended, or was about to, while it
+// waited for admission.
+type refusal struct {
+	reason StopReason
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+
+// breakerRefusal returns the error of an attempt that breaker b refused
+// with err, one of breaker's refusals.
+func breakerRefusal(b *breaker.Breaker, err error) error {
+	if errors.Is(err, breaker.ErrTrials) {
+		return fmt.Errorf("%w for %s (half-open, trial attempts in flight)", ErrCircuitOpen, b.Name())
+	}
+	return fmt.Errorf("%w for %s", ErrCircuitOpen, b.Name())
+}
 
 // errLost ends the context of an attempt that another attempt of its round
 // beat; it is the Err of an Attempt with Lost set.
@@ -141,9 +375,15 @@ type attempt struct {
 	ctx       context.Context         // the attempt's own context; nil without AttemptTimeout or hedging
 	cancel    context.CancelCauseFunc // ends ctx
 	timer     *time.Timer             // AttemptTimeout's timer, nil without one
-	breakDone func(error)             // reports the outcome to the breaker; nil without one
+	breakDone func(breaker.Outcome)   // reports the outcome to the breaker; nil without one
 	adm       admission               // what the host's overload controls gave it
+	body      io.ReadCloser           // the request body Base was given
+	replay    *replay.Replay          // where body came from; nil without a body
+	begun     bool                    // the pipeline ran for it
+	sent      bool                    // Base was given it
+	settled   bool                    // what Base returned was classified and recorded
 	drained   bool                    // the response's body was drained and closed
+	fresh     bool                    // it is to be sent on a connection of its own, which a's cancel closes
 }
 
 // withContext gives a its own cancellable context under parent.
@@ -153,9 +393,10 @@ func (a *attempt) withContext(parent context.Context) context.Context {
 }
 
 // startTimer bounds the attempt by d, when d > 0. The timeout covers
-// sending the request and receiving the response header; once RoundTrip
-// has a response, only closing its body (or discarding it) ends the
-// context, so a slow body still streams in full.
+// sending the request and receiving the response header, and reading a
+// body read ahead (Policy.ReadBodyBytes); once RoundTrip has a response,
+// only closing its body (or discarding it) ends the context, so a slow
+// body not read ahead still streams in full.
 func (a *attempt) startTimer(d time.Duration) {
 	if d > 0 && a.cancel != nil {
 		cancel := a.cancel
@@ -166,27 +407,27 @@ func (a *attempt) startTimer(d time.Duration) {
 // settle records what Base returned. fired reports that the attempt's
 // timer had fired by the time Base returned: the attempt then timed out
 // whatever Base returned, since its context is cancelled and a response
-// that raced the timer could not be read.
-func (a *attempt) settle(resp *http.Response, err error, fired bool) {
+// that raced the timer could not be read. It returns the body of a
+// response it does not keep, for the caller to close.
+func (a *attempt) settle(resp *http.Response, err error, fired bool) (discarded io.ReadCloser) {
 	err = checkError(err)
 	if !a.start.IsZero() {
 		a.Duration = time.Since(a.start)
 	}
 	if fired {
 		if resp != nil {
-			closeBody(resp.Body)
-			resp = nil
+			discarded, resp = resp.Body, nil // it came after the attempt timed out
 		}
 		err = timeoutError(err)
 	}
 	if err != nil && resp != nil {
-		closeBody(resp.Body) // a broken Base; the error wins, as in http.Client
-		resp = nil
+		discarded, resp = resp.Body, nil // a broken Base; the error wins, as in http.Client
 	}
 	if resp == nil && err == nil {
 		err = errors.New("httpretry: Base returned neither a response nor an error")
 	}
 	a.Response, a.Err = resp, err
+	return discarded
 }
 
 // handOver ties the attempt's context to the body of the response returned
@@ -225,6 +466,15 @@ func (a *attempt) end() {
 	}
 }
 
+// abort gives up a's answer when a panic ends the call before it was
+// handed over: its body is closed and its context ended.
+func (a *attempt) abort() {
+	if a.Response != nil && !a.drained {
+		closeQuietly(a.Response.Body)
+	}
+	a.end()
+}
+
 type cancelBody struct {
 	io.ReadCloser
 	cancel context.CancelCauseFunc
@@ -256,3 +506,132 @@ func timeoutError(err error) error {
 	}
 	return fmt.Errorf("%w (%v)", ErrAttemptTimeout, err)
 }
+
+// attemptKey is the context key under which an attempt's context finds
+// itself.
+type attemptKey struct{}
+
+// attemptContext is the context of an attempt's request. It carries the
+// attempt number to the layers under the Transport, and watches, through
+// an httptrace.ClientTrace composed with any the caller installed, how far
+// net/http took the attempt: whether it reached a connection, and whether
+// the request was written on it. An error of a type the rules do not know
+// is judged by that (see Classify). Each hook costs an allocation on every
+// attempt, since hooks carry no request of their own: the two that tell
+// what the rules need, and no more.
+type attemptContext struct {
+	context.Context
+	n       int
+	keySent keySent
+	trace   httptrace.ClientTrace
+
+	conns atomic.Int32 // GetConn: net/http began to get a connection for the request
+	wrote atomic.Int32 // WroteHeaders: the request's header was written to one
+}
+
+// keySent says whether an earlier attempt of a call carried the key its
+// attempt carries.
+type keySent uint8
+
+const (
+	keySentUnknown keySent = iota // the Transport added no key: sent before if the caller set one
+	keySentNo                     // the Transport's key, on the call's first attempt
+	keySentYes                    // the Transport's key, on a later attempt
+)
+
+// newAttemptContext returns the context of attempt n under parent.
+func newAttemptContext(parent context.Context, n int, keySent keySent) context.Context {
+	c := &attemptContext{Context: parent, n: n, keySent: keySent}
+	c.trace.GetConn = c.getConn
+	c.trace.WroteHeaders = c.wroteHeaders
+	return httptrace.WithClientTrace(c, &c.trace)
+}
+
+func (c *attemptContext) getConn(string) { c.conns.Add(1) }
+
+func (c *attemptContext) wroteHeaders() { c.wrote.Add(1) }
+
+func (c *attemptContext) Value(key any) any {
+	if key == (attemptKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// progress is how far net/http took an attempt before it failed.
+type progress uint8
+
+const (
+	progressUnknown progress = iota // not an attempt of a Transport
+	progressNone                    // it never reached a connection: a layer above net/http failed
+	progressConn                    // it reached a connection, but nothing of it was written
+	progressWritten                 // it was written
+)
+
+// progressOf returns how far net/http took req, an attempt of a Transport.
+func progressOf(req *http.Request) progress {
+	if req == nil {
+		return progressUnknown
+	}
+	c, ok := req.Context().Value(attemptKey{}).(*attemptContext)
+	if !ok {
+		return progressUnknown
+	}
+	switch {
+	case c.conns.Load() == 0:
+		return progressNone
+	case c.wrote.Load() == 0:
+		return progressConn
+	}
+	return progressWritten
+}
+
+// resetProgress forgets what req's trace hooks saw so far.
+func resetProgress(req *http.Request) {
+	if c, ok := req.Context().Value(attemptKey{}).(*attemptContext); ok {
+		c.conns.Store(0)
+		c.wrote.Store(0)
+	}
+}
+
+// gotConn records that req, an attempt of a Transport, has a connection
+// that net/http's getConn did not give it, so its hooks did not see it.
+func gotConn(req *http.Request) {
+	if c, ok := req.Context().Value(attemptKey{}).(*attemptContext); ok {
+		c.conns.Add(1)
+	}
+}
+
+// keySentBefore reports whether req, a keyed request, may carry a key
+// that was sent before: for an attempt of a Transport, a key it added that
+// an earlier attempt of the call carried, or a key the caller set; for any
+// other request, always.
+func keySentBefore(req *http.Request) bool {
+	c, ok := req.Context().Value(attemptKey{}).(*attemptContext)
+	return !ok || c.keySent != keySentNo
+}
+
+// AttemptFromContext returns the attempt number (1 for the first attempt,
+// 2 for the first retry, …) that a Transport put in the context of the
+// request it passes to its Base. It reports false for a context that did
+// not come from a Transport. OpenTelemetry's http.request.resend_count is
+// the attempt number minus one.
+func AttemptFromContext(ctx context.Context) (int, bool) {
+	if c, ok := ctx.Value(attemptKey{}).(*attemptContext); ok {
+		return c.n, true
+	}
+	return 0, false
+}
+
+// ErrAttemptTimeout is the error of an attempt that Policy.AttemptTimeout
+// cut short. It is transient, and errors.Is reports it as
+// context.DeadlineExceeded too.
+var ErrAttemptTimeout error = attemptTimeoutError{}
+
+type attemptTimeoutError struct{}
+
+func (attemptTimeoutError) Error() string { return "httpretry: attempt timed out" }
+
+func (attemptTimeoutError) Timeout() bool { return true }
+
+func (attemptTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }

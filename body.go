@@ -2,122 +2,22 @@ package httpretry
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"math"
+	"mime"
 	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/internal/hoststate"
 )
-
-// body holds what is needed to give every attempt its own request body.
-type body struct {
-	first   io.ReadCloser                 // the first attempt's body: the caller's, a buffer, or a stream
-	getBody func() (io.ReadCloser, error) // nil when the body cannot be sent again
-	none    bool                          // the request has no body, so it can always be sent again
-}
-
-// replayable reports whether a retry can get a fresh body.
-func (b *body) replayable() bool { return b.none || b.getBody != nil }
-
-// next returns the body for attempt n (1 for the first).
-func (b *body) next(n int) (io.ReadCloser, error) {
-	if n == 1 || b.none {
-		return b.first, nil
-	}
-	rc, err := b.getBody()
-	if err != nil {
-		return nil, fmt.Errorf("%w: GetBody: %w", ErrRequestBody, err)
-	}
-	return rc, nil
-}
-
-// prepareBody decides how req's body is replayed. The caller's GetBody is
-// used when present: the first attempt sends req.Body itself and later ones
-// call GetBody, so nothing is copied. Otherwise up to limit bytes are
-// buffered; a longer body (or any body when limit < 0) is streamed once,
-// starting with what was already read. Buffering ends as soon as ctx does,
-// with the context's error, as net/http's own sending would. On error
-// req.Body has been closed.
-func prepareBody(ctx context.Context, req *http.Request, limit int64) (body, error) {
-	switch {
-	case req.Body == nil || req.Body == http.NoBody:
-		return body{first: req.Body, none: true}, nil
-	case req.GetBody != nil:
-		return body{first: req.Body, getBody: req.GetBody}, nil
-	case limit < 0 || req.ContentLength > limit:
-		return body{first: req.Body}, nil
-	}
-	// One byte past the limit tells a body that does not fit; a limit of
-	// math.MaxInt64 means no limit and must not overflow.
-	buf, err := readCtx(ctx, req.Body, min(limit, math.MaxInt64-1)+1, req.ContentLength)
-	if err != nil {
-		req.Body.Close()
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-		return body{}, fmt.Errorf("%w: reading it for replay: %w", ErrRequestBody, err)
-	}
-	if int64(buf.Len()) > limit {
-		return body{first: &streamBody{io.MultiReader(buf, req.Body), req.Body}}, nil
-	}
-	req.Body.Close()
-	if req.ContentLength > 0 && int64(buf.Len()) != req.ContentLength {
-		// Every attempt would fail the same way in the inner transport.
-		return body{}, fmt.Errorf("%w: ContentLength is %d but the body holds %d bytes", ErrRequestBody, req.ContentLength, buf.Len())
-	}
-	data := buf.Bytes()
-	return body{
-		first: io.NopCloser(bytes.NewReader(data)),
-		getBody: func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(data)), nil
-		},
-	}, nil
-}
-
-// readCtx reads up to n bytes of r, or until ctx ends; size is the
-// expected length, if known. When ctx can end, the read runs on a goroutine
-// that stays until it returns: when ctx ends, the caller gets the context's
-// error at once and closes r, which unblocks net/http's bodies and pipes.
-func readCtx(ctx context.Context, r io.Reader, n, size int64) (*bytes.Buffer, error) {
-	buf := new(bytes.Buffer)
-	if size > 0 && size < n && size <= maxPresize {
-		// Room for the body and for the read that finds its end: ReadFrom
-		// wants bytes.MinRead free before each read, and would double a
-		// buffer that is exactly full. A larger declared length is not
-		// trusted to size anything: the buffer grows as bytes arrive.
-		buf.Grow(int(size) + bytes.MinRead)
-	}
-	if ctx.Done() == nil {
-		_, err := buf.ReadFrom(io.LimitReader(r, n))
-		return buf, err
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := buf.ReadFrom(io.LimitReader(r, n))
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return buf, err
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
-}
-
-// maxPresize is the largest declared ContentLength a replay buffer is sized
-// for before any byte arrives.
-const maxPresize = 16 << 20
-
-// streamBody sends the buffered prefix and then the rest of the caller's
-// body, closing the caller's body when closed.
-type streamBody struct {
-	io.Reader
-	orig io.Closer
-}
-
-func (s *streamBody) Close() error { return s.orig.Close() }
 
 // Draining a discarded response lets its connection be reused. It is
 // bounded in bytes and in time: a longer or slower body is closed unread,
@@ -128,14 +28,20 @@ const (
 )
 
 // drain reads what is left of resp's body, up to drainLimit bytes and for
-// at most drainTimeout, and closes it exactly once. When the whole body
-// arrived, it returns a copy of resp holding the body in memory, which can
-// still be returned to the caller if the retry that called for the drain
-// is not sent; otherwise nil, as for the body of a 101 Switching Protocols
-// response, which is a connection. A body that trickles is closed from a
-// timer, or when ctx ends, which unblocks the read: net/http's HTTP/1 and
-// HTTP/2 bodies allow Close during Read.
-func drain(ctx context.Context, resp *http.Response) *http.Response {
+// at most drainTimeout or until ctx ends, and closes it exactly once. When
+// the whole body arrived, it returns a copy of resp holding the body in
+// memory, which can still be returned to the caller if the retry that
+// called for the drain is not sent; otherwise nil, as for the body of a
+// 101 Switching Protocols response, which is a connection.
+//
+// The read runs on a goroutine of its own, so that its bounds hold
+// whatever the body does: a body whose Close does not interrupt a Read (an
+// io.NopCloser over a pipe, as in-process transports return) is left to
+// that goroutine, which ends when the Read returns. A panic of the body's
+// Read there is raised again on the caller's goroutine, as Base's own
+// panics are, while the caller waits for the drain; one after it stopped
+// waiting has no caller left, and is given to abandoned.
+func drain(ctx context.Context, resp *http.Response, abandoned func(any)) *http.Response {
 	held := *resp
 	rc := resp.Body
 	if rc == nil || rc == http.NoBody {
@@ -144,32 +50,736 @@ func drain(ctx context.Context, resp *http.Response) *http.Response {
 	resp.Body = http.NoBody // drained: discard has nothing left to do
 	var once sync.Once
 	closeRC := func() { once.Do(func() { rc.Close() }) }
-	// The drain ends at its bounds or with the caller's context, whichever
-	// comes first: a Base whose body ignores the context must not keep the
-	// caller past its deadline.
-	timer := time.AfterFunc(drainTimeout, closeRC)
-	stopCtx := context.AfterFunc(ctx, closeRC)
-	var buf bytes.Buffer
-	_, err := buf.ReadFrom(io.LimitReader(rc, drainLimit))
-	complete := err == nil && buf.Len() < drainLimit // a body of exactly 64 KiB may have more
-	if _, ok := rc.(io.Writer); ok {
-		// A switched protocol's connection (101): no copy stands for it.
-		complete = false
+	type result struct {
+		buf      *bytes.Buffer
+		err      error
+		panicked bool
+		p        any
 	}
-	if !timer.Stop() || !stopCtx() {
-		complete = false // cut short
+	done := make(chan result, 1)
+	var gone sync.Once // the caller stopped waiting
+	stopWaiting := func() bool {
+		first := false
+		gone.Do(func() { first = true })
+		return first
+	}
+	go func() {
+		returned := false
+		defer func() {
+			if returned {
+				return
+			}
+			p := recover()
+			if !stopWaiting() { // the caller left: nobody to raise it for
+				if abandoned != nil && p != nil {
+					abandoned(p)
+				}
+				closeRC()
+				return
+			}
+			done <- result{panicked: true, p: p}
+		}()
+		var buf bytes.Buffer
+		_, err := buf.ReadFrom(io.LimitReader(rc, drainLimit))
+		returned = true
+		done <- result{buf: &buf, err: err}
+	}()
+	timer := time.NewTimer(drainTimeout)
+	defer timer.Stop()
+	var r result
+	got := false
+	select {
+	case r = <-done:
+		got = true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	if !got && !stopWaiting() {
+		r = <-done // the read panicked as the caller stopped waiting: raise it here
+	}
+	if r.panicked {
+		closeRC()
+		if r.p == nil {
+			runtime.Goexit()
+		}
+		panic(r.p)
 	}
 	closeRC()
+	if r.buf == nil {
+		return nil // cut short
+	}
+	complete := r.err == nil && r.buf.Len() < drainLimit // a body of exactly 64 KiB may have more
+	if _, ok := rc.(io.Writer); ok {
+		complete = false // a switched protocol's connection (101): no copy stands for it
+	}
 	if !complete {
 		return nil
 	}
-	held.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
+	held.Body = io.NopCloser(bytes.NewReader(r.buf.Bytes()))
 	return &held
 }
 
 // discard drains and closes resp's body when nobody will read it.
-func discard(ctx context.Context, resp *http.Response) {
+func discard(ctx context.Context, resp *http.Response, abandoned func(any)) {
 	if resp != nil && resp.Body != nil && resp.Body != http.NoBody {
-		drain(ctx, resp)
+		drain(ctx, resp, abandoned)
+	}
+}
+
+// Reading a response body ahead (Policy.ReadBodyBytes): a body of at most
+// the limit is read before RoundTrip returns, as part of its attempt, so
+// that its failure is the attempt's, its time counts toward the attempt's
+// timeout and a hedged round's race, and Classify can look at it.
+
+// sender returns what sends the call's attempts: the Transport's Base, or,
+// when the policy reads bodies ahead, Base followed by the read.
+func (c *callState) sender() http.RoundTripper { return c.senderOver(c.t.base) }
+
+// senderOver is sender over base instead of Base.
+func (c *callState) senderOver(base http.RoundTripper) http.RoundTripper {
+	if c.p.readBody <= 0 {
+		return base
+	}
+	return &bodyReader{base, c.p.readBody}
+}
+
+// bodyReader sends a request with base, then reads the response body
+// ahead, up to limit bytes.
+type bodyReader struct {
+	base  http.RoundTripper
+	limit int64
+}
+
+func (r *bodyReader) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	if err != nil || resp == nil || req.Method == http.MethodHead {
+		return resp, err // a response to HEAD has no content
+	}
+	if err := readAhead(req.Context(), resp, r.limit); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// readAhead reads resp's body when it is at most limit bytes, and replaces
+// it with an aheadBody: the bytes in memory, or, for a larger body, those
+// read and then the rest of the stream. The end of ctx, the attempt's
+// context, closes the body, so that a body whose Read does not watch the
+// context still ends with the attempt. A Read that fails or panics closes
+// the body; the failure is returned as a *responseBodyError.
+func readAhead(ctx context.Context, resp *http.Response, limit int64) error {
+	rc := resp.Body
+	if rc == nil || rc == http.NoBody {
+		return nil
+	}
+	if _, ok := rc.(io.Writer); ok || resp.StatusCode == http.StatusSwitchingProtocols {
+		return nil // a switched protocol's connection, not a body
+	}
+	b := &aheadBody{orig: rc, bounded: true}
+	if resp.ContentLength > limit {
+		resp.Body = b
+		return nil
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { b.closeOrig() })
+		defer stop()
+	}
+	read := false
+	defer func() {
+		if !read {
+			b.closeOrig() // a Read that panicked
+		}
+	}()
+	buf, whole, err := readUpTo(rc, resp.ContentLength, limit)
+	read = true
+	if err != nil {
+		b.closeOrig()
+		return &responseBodyError{err}
+	}
+	b.buf, b.shown, b.whole = buf, min(len(buf), int(min(limit, math.MaxInt))), whole
+	if whole {
+		b.closeOrig() // read to its end: its connection is free; an error closing it changes nothing
+	}
+	resp.Body = b
+	return nil
+}
+
+// readUpTo reads r, whose length is cl (-1: unknown), until its end or
+// until more than limit bytes arrived, in a buffer that never grows past
+// limit+1 bytes. whole reports that the end was reached.
+func readUpTo(r io.Reader, cl, limit int64) (buf []byte, whole bool, err error) {
+	size := min(limit, math.MaxInt-1) + 1 // one more byte tells a body of limit bytes from a longer one
+	n := int64(512)
+	if cl >= 0 {
+		n = cl + 1
+	}
+	buf = make([]byte, 0, min(n, size))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= size {
+				return buf, false, nil
+			}
+			next := min(2*int64(cap(buf)), size)
+			if size-next < 512 {
+				next = size // no copy of almost all of it for the last byte
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		switch {
+		case err == io.EOF:
+			return buf, true, nil
+		case err != nil:
+			return buf, false, err
+		}
+	}
+}
+
+// aheadBody is a response body read ahead: the bytes read, then, for a
+// body larger than the limit, the rest of the original. While Classify
+// runs it is bounded: it reads only the bytes read ahead, up to the limit.
+type aheadBody struct {
+	buf     []byte
+	shown   int // how many bytes of buf Classify may read
+	off     int
+	orig    io.ReadCloser // the original body, read on after buf unless whole
+	whole   bool          // buf holds all of orig, which is closed
+	bounded bool          // Classify is reading: stop at shown
+	once    sync.Once     // orig is closed once, by the caller or by the attempt's end
+	err     error         // what closing orig returned
+}
+
+// errNotReadAhead ends a classifier's read of a body larger than
+// Policy.ReadBodyBytes, at the end of the bytes read ahead.
+var errNotReadAhead = errors.New("httpretry: the rest of the response body is not read before classification: it is larger than Policy.ReadBodyBytes")
+
+func (b *aheadBody) Read(p []byte) (int, error) {
+	end := len(b.buf)
+	if b.bounded {
+		end = b.shown
+	}
+	if b.off < end {
+		n := copy(p, b.buf[b.off:end])
+		b.off += n
+		return n, nil
+	}
+	switch {
+	case b.whole:
+		return 0, io.EOF
+	case b.bounded:
+		return 0, errNotReadAhead
+	}
+	b.buf, b.off = nil, 0 // the prefix is read: hold it no longer
+	return b.orig.Read(p)
+}
+
+// Close closes the original body, if it was not read to its end.
+func (b *aheadBody) Close() error {
+	if b.whole {
+		return nil
+	}
+	return b.closeOrig()
+}
+
+func (b *aheadBody) closeOrig() error {
+	b.once.Do(func() { b.err = b.orig.Close() })
+	return b.err
+}
+
+// unbound ends Classify's view of the body of resp, if it was read ahead:
+// whatever Classify read, the body reads again from its start, and on
+// past the bytes read ahead.
+func unbound(resp *http.Response) {
+	if resp == nil {
+		return
+	}
+	if b, ok := resp.Body.(*aheadBody); ok {
+		b.off, b.bounded = 0, false
+	}
+}
+
+// responseBodyError is the error of an attempt whose response body failed
+// while it was read ahead. The server had answered, so the request was
+// processed: it is never ClassNotProcessed (see classifyError).
+type responseBodyError struct{ err error }
+
+func (e *responseBodyError) Error() string {
+	return "httpretry: reading the response body: " + e.err.Error()
+}
+
+func (e *responseBodyError) Unwrap() error { return e.err }
+
+// Resuming a response body (Policy.MaxResumes): when reading the body of
+// a GET's response fails with a transient error after the header was
+// handed to the caller, the Transport asks for the rest of the same
+// representation, and the caller's Read goes on where it stopped. A
+// resume is an attempt of the call, through the same pipeline as a retry.
+
+// resumable wraps the body of resp, the response to the call's last
+// attempt about to be returned, in a resumeBody, when it is safe to
+// resume: a 200 to a GET without a body, a Range of the caller's or
+// hedging, with a strong validator, without a content coding, whose
+// server does not say it refuses ranges.
+func (c *callState) resumable(resp *http.Response) {
+	req := c.req
+	if (req.Method != "" && req.Method != http.MethodGet) || c.body != nil || c.p.hedge ||
+		resp.StatusCode != http.StatusOK || resp.Uncompressed || resp.Body == nil || resp.Body == http.NoBody ||
+		req.Header.Get("Range") != "" || req.Header.Get("If-Range") != "" {
+		return
+	}
+	if _, ok := resp.Body.(io.Writer); ok {
+		return
+	}
+	if !identityCoded(resp.Header) {
+		return
+	}
+	if strings.EqualFold(strings.TrimSpace(resp.Header.Get("Accept-Ranges")), "none") {
+		return
+	}
+	etag, lastModified := strongValidator(resp.Header)
+	if etag == "" && lastModified == "" {
+		return
+	}
+	// The body keeps a copy of the call for the resumes, which come after
+	// RoundTrip returned: a call whose body is not resumable stays off the
+	// heap.
+	resp.Body = &resumeBody{c: *c, cur: resp.Body, etag: etag, lastModified: lastModified,
+		total: resp.ContentLength, left: c.p.maxResumes}
+}
+
+// strongValidator returns the strong validator of a response with header
+// h: its ETag, if strong, else its Last-Modified when that is strong by
+// RFC 9110 § 8.8.2.2, at least one second before its Date.
+func strongValidator(h http.Header) (etag, lastModified string) {
+	if vs := h.Values("Etag"); len(vs) == 1 {
+		if v := vs[0]; len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' && !strings.ContainsAny(v[1:len(v)-1], "\" \t") {
+			return v, ""
+		}
+		return "", "" // weak or malformed: a Last-Modified cannot stand in for it
+	}
+	lm, date := h.Values("Last-Modified"), h.Values("Date")
+	if len(lm) != 1 || len(date) != 1 {
+		return "", ""
+	}
+	m, err1 := http.ParseTime(lm[0])
+	d, err2 := http.ParseTime(date[0])
+	if err1 != nil || err2 != nil || d.Sub(m) < time.Second {
+		return "", ""
+	}
+	return "", lm[0]
+}
+
+// ResumeError ends the read of a response body that broke after some
+// bytes and whose rest could not be had from the same representation (see
+// Policy.MaxResumes): the server sent another one, or the whole again, or
+// a range that does not start where the read stopped, or the resumes ran
+// out. No byte of the answer it refused reaches the caller. Unwrap returns
+// Err, the read error that broke the body, so that errors.Is(err,
+// io.ErrUnexpectedEOF) holds as without a resume, and Cause, when set.
+type ResumeError struct {
+	Offset int64  // bytes of the body the caller had read when it broke
+	Status int    // the status of the resume's answer that was refused; 0 when none was (the resumes ran out, were refused or failed)
+	Reason string // why the rest was not accepted, in words
+	Err    error  // the read error that broke the body
+	Cause  error  // what ended the last resume, if not its answer: its own error, a refusal (ErrBudgetExhausted, ErrCircuitOpen), the caller's context; or nil
+}
+
+func (e *ResumeError) Error() string {
+	s := "httpretry: response body broken after " + strconv.FormatInt(e.Offset, 10) + " bytes and not resumed: " + e.Reason
+	if e.Cause != nil {
+		s += " (" + e.Cause.Error() + ")"
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *ResumeError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
+
+// resumeBody is the body of a response that may be resumed. It reads the
+// current response's body, the original's or a resume's, and holds no
+// copy of any. Close may come from another goroutine during a Read or a
+// resume: it closes the current body and ends the resume's context.
+type resumeBody struct {
+	c            callState // the call, used again by a resume after RoundTrip returned
+	etag         string    // the strong validator: an ETag, or
+	lastModified string    // a Last-Modified
+	total        int64     // the representation's length; -1: not known yet
+	off          int64     // bytes read so far
+	left         int       // resumes left
+	prevDelay    time.Duration
+
+	mu     sync.Mutex
+	cur    io.ReadCloser           // the current response's body; its Close ends its attempt's context
+	closed bool                    // Close was called
+	ctx    context.Context         // bounds the resumes, under the caller's context; nil until the first
+	cancel context.CancelCauseFunc // ends ctx, at Close
+	err    error                   // the read ended for good: what every Read returns
+}
+
+// errBodyClosed is what a Read returns after the body was closed during
+// a resume.
+var errBodyClosed = errors.New("httpretry: read on closed response body")
+
+func (b *resumeBody) Read(p []byte) (int, error) {
+	for {
+		b.mu.Lock()
+		cur, err := b.cur, b.err
+		b.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if b.total >= 0 {
+			// Never past the representation's end: a partial content
+			// without a Content-Length that sends more is cut at it.
+			if b.off >= b.total {
+				return 0, io.EOF
+			}
+			p = p[:min(int64(len(p)), b.total-b.off)]
+		}
+		n, err := cur.Read(p)
+		b.off += int64(n)
+		switch {
+		case err == io.EOF && b.total >= 0 && b.off < b.total:
+			err = io.ErrUnexpectedEOF // a body that ended short of its length was cut
+		case err != nil && b.total >= 0 && b.off == b.total:
+			err = io.EOF // every byte arrived: a connection that broke after the last one cut nothing
+		}
+		if err == nil || err == io.EOF || !b.resumes(err) {
+			return n, err
+		}
+		if rerr := b.resume(err); rerr != nil {
+			return n, rerr
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+// resumes reports whether the read error err calls for a resume: a
+// transient failure, not a Close, nor the end of the caller's context.
+func (b *resumeBody) resumes(err error) bool {
+	c := &b.c
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed || c.req.Context().Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	class := ClassDefault
+	if c.p.classify != nil {
+		class = c.p.classify(c.req, nil, err)
+	}
+	if class == ClassDefault {
+		class = classify(c.req, nil, err, c.p)
+	}
+	return class.retryable()
+}
+
+// resume asks for the rest of the body after the read error cause, until
+// a resume is accepted or the resumes run out. On success the next Read
+// reads the accepted response's body; otherwise it returns the
+// *ResumeError that every Read returns from then on.
+func (b *resumeBody) resume(cause error) (err error) {
+	c := &b.c
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return cause
+	}
+	if b.ctx == nil {
+		b.ctx, b.cancel = context.WithCancelCause(c.req.Context())
+	}
+	ctx, old := b.ctx, b.cur
+	b.cur = http.NoBody
+	b.mu.Unlock()
+	closeBody(old) // its connection is broken: free it, and end its attempt's context
+
+	accepted := false
+	defer func() {
+		if !accepted { // a refusal, a rejection, or a panic on its way to the caller
+			if err == nil {
+				err = &ResumeError{Offset: b.off, Reason: "a resume panicked", Err: cause}
+			}
+			b.mu.Lock()
+			b.err = err
+			b.mu.Unlock()
+		}
+	}()
+	c.state = nil
+	if c.keepsState() {
+		c.useState()
+		defer c.detach()
+	}
+	defer c.unreserve() // a resume whose cost was taken is not sent, whatever ends it, a panic included
+	var last error      // the last resume's own failure
+	for {
+		if b.left <= 0 {
+			return &ResumeError{Offset: b.off, Reason: "no resumes left", Err: cause, Cause: last}
+		}
+		b.left--
+		if !c.reserve(false) {
+			return &ResumeError{Offset: b.off, Reason: "the retry budget is empty", Err: cause, Cause: ErrBudgetExhausted}
+		}
+		d := c.p.backoff.Delay(c.sent, b.prevDelay, nil)
+		b.prevDelay = d
+		if werr := backoff.Wait(ctx, d); werr != nil {
+			c.unreserve()
+			return b.ended(ctx, cause, werr)
+		}
+		var a attempt
+		body, rerr, retry := b.send(ctx, &a)
+		switch {
+		case body != nil:
+			b.mu.Lock()
+			if b.closed {
+				b.mu.Unlock()
+				closeBody(body)
+				return errBodyClosed
+			}
+			b.cur = body
+			b.mu.Unlock()
+			accepted = true
+			return nil
+		case !retry:
+			if re, ok := rerr.(*ResumeError); ok {
+				re.Err = cause
+			}
+			return rerr
+		}
+		last = rerr
+	}
+}
+
+// ended is the error of a resume that the end of ctx, or of its deadline,
+// stopped before an answer.
+func (b *resumeBody) ended(ctx context.Context, cause, err error) error {
+	reason := "the context ended"
+	if errors.Is(err, backoff.ErrDeadline) {
+		reason = "the wait would pass the context's deadline"
+	}
+	if ctx.Err() != nil {
+		err = context.Cause(ctx)
+		if b.c.req.Context().Err() == nil {
+			return errBodyClosed // Close ended it
+		}
+	}
+	return &ResumeError{Offset: b.off, Reason: reason, Err: cause, Cause: err}
+}
+
+// send sends one resume, a, under ctx, through the attempt pipeline. It
+// returns the accepted response's body; or the resume's failure and retry
+// set when it is transient and calls for another resume; or the error
+// that ends the read.
+func (b *resumeBody) send(ctx context.Context, a *attempt) (body io.ReadCloser, err error, retry bool) {
+	c := &b.c
+	defer a.release()
+	observed := false
+	defer func() {
+		if !observed {
+			a.abort() // OnAttempt or the Logger panicked: the answer is given up
+		}
+	}()
+	c.resuming = true
+	berr := c.begin(ctx, a, nil, false, true)
+	c.resuming = false
+	if berr != nil {
+		c.unreserve()
+		r := berr.(*refusal)
+		if ctx.Err() != nil {
+			return nil, b.ended(ctx, nil, r.err), false
+		}
+		return nil, &ResumeError{Offset: b.off, Reason: "the resume was refused", Cause: r.err}, false
+	}
+	a.Resume = true
+	h := a.Request.Header
+	h.Set("Range", "bytes="+strconv.FormatInt(b.off, 10)+"-")
+	h.Set("If-Range", cmp.Or(b.etag, b.lastModified))
+	if h.Get("Accept-Encoding") == "" {
+		h.Set("Accept-Encoding", "identity") // net/http would ask for gzip and decode it
+	}
+	resp, rterr := c.t.base.RoundTrip(a.Request)
+	fired := a.timer != nil && !a.timer.Stop()
+	c.settle(ctx, a, resp, rterr, fired)
+	reason := ""
+	if a.Response != nil {
+		reason = b.check(a.Response)
+	}
+	switch {
+	case a.Response != nil && reason == "":
+		a.Stop = StopSuccess
+	case a.Class.retryable() && ctx.Err() == nil && (a.Response == nil || a.Response.StatusCode != http.StatusOK):
+		// A failure of the resume's own, a 503: worth another resume.
+		a.Stop = StopNone
+		retry = true
+	default:
+		a.Stop = StopFatal
+	}
+	if c.t.OnAttempt != nil || c.t.Logger != nil {
+		c.observe(ctx, &a.Attempt)
+	}
+	observed = true
+	switch {
+	case a.Stop == StopSuccess:
+		a.handOver()
+		return a.Response.Body, nil, false
+	case a.Response != nil:
+		discard(ctx, a.Response, c.abandoned())
+		a.end()
+		if retry {
+			return nil, errors.New("httpretry: the resume got " + a.Response.Status), true
+		}
+		return nil, &ResumeError{Offset: b.off, Status: a.Response.StatusCode, Reason: reason}, false
+	}
+	a.end()
+	if retry {
+		return nil, a.Err, true
+	}
+	if ctx.Err() != nil {
+		return nil, b.ended(ctx, nil, a.Err), false
+	}
+	return nil, &ResumeError{Offset: b.off, Reason: "the resume failed", Cause: a.Err}, false
+}
+
+// check returns why resp, the answer to a resume, cannot continue the
+// body, or "" when it does: a 206 of the same representation, without a
+// content coding, whose Content-Range starts where the read stopped and
+// runs to the end of a representation of the original's length (or, when
+// the original's was not known, of a length it states).
+func (b *resumeBody) check(resp *http.Response) string {
+	h := resp.Header
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return "the server sent the whole representation again (200): it changed, or the server ignores ranges"
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		return "the representation changed (412)"
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+		return "the server refused the range (416)"
+	case resp.StatusCode != http.StatusPartialContent:
+		return "the server answered " + strconv.Itoa(resp.StatusCode) + ", not 206"
+	case resp.Uncompressed:
+		return "the partial content was decompressed"
+	}
+	if !identityCoded(h) {
+		return "the partial content has a content coding (" + strings.Join(h.Values("Content-Encoding"), ", ") + ")"
+	}
+	if mt, _, err := mime.ParseMediaType(h.Get("Content-Type")); err == nil && strings.EqualFold(mt, "multipart/byteranges") {
+		return "the partial content is multipart/byteranges, not the one range asked for"
+	}
+	switch {
+	case b.etag != "" && (len(h.Values("Etag")) != 1 || h.Get("Etag") != b.etag):
+		return "the partial content is of another representation (ETag)"
+	case b.lastModified != "" && len(h.Values("Last-Modified")) > 0 && h.Get("Last-Modified") != b.lastModified:
+		return "the partial content is of another representation (Last-Modified)"
+	}
+	vs := h.Values("Content-Range")
+	if len(vs) != 1 {
+		return "the partial content has no single Content-Range"
+	}
+	start, end, total, ok := parseContentRange(vs[0])
+	switch {
+	case !ok:
+		return "the partial content's Content-Range does not parse"
+	case start != b.off:
+		return "the partial content does not start where the read stopped"
+	case total < 0:
+		return "the partial content's complete length is not known"
+	case b.total >= 0 && total != b.total:
+		return "the partial content is of a representation of another length"
+	}
+	switch {
+	case end != total-1:
+		return "the partial content does not run to the end of the representation"
+	case resp.ContentLength >= 0 && resp.ContentLength != end-start+1:
+		return "the partial content's Content-Length does not match its Content-Range"
+	}
+	b.total = total
+	return ""
+}
+
+// identityCoded reports whether h names no content coding but identity,
+// in any of its Content-Encoding fields and list members.
+func identityCoded(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		for coding := range strings.SplitSeq(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// parseContentRange parses a Content-Range of a single byte range, "bytes
+// first-last/complete" (RFC 9110 § 14.4), complete being "*" (-1) or a
+// length greater than last.
+func parseContentRange(v string) (first, last, complete int64, ok bool) {
+	rest, found := strings.CutPrefix(v, "bytes ")
+	if !found {
+		return 0, 0, 0, false
+	}
+	rng, length, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, 0, false
+	}
+	f, l, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	first, err1 := parseDigits(f)
+	last, err2 := parseDigits(l)
+	complete = -1
+	var err3 error
+	if length != "*" {
+		complete, err3 = parseDigits(length)
+	}
+	if err1 != nil || err2 != nil || err3 != nil || last < first || (complete >= 0 && last >= complete) {
+		return 0, 0, 0, false
+	}
+	return first, last, complete, true
+}
+
+// parseDigits parses a non-empty string of decimal digits.
+func parseDigits(s string) (int64, error) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, errors.New("not digits")
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// Close closes the current response's body, ends its attempt's context,
+// and stops a resume in progress.
+func (b *resumeBody) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	cur, cancel := b.cur, b.cancel
+	b.cur = http.NoBody
+	if b.err == nil {
+		b.err = errBodyClosed
+	}
+	b.mu.Unlock()
+	if cancel != nil {
+		cancel(errBodyClosed)
+	}
+	return cur.Close()
+}
+
+// useState gives a resume, after RoundTrip returned, its host's state
+// again, creating it if the host has none: a cut body is a failure, whose
+// resume the budget pays for.
+func (c *callState) useState() {
+	c.state = c.t.states.Use(c.h)
+	if c.state == nil {
+		c.state = c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return c.p.newState(c.h.String()) })
 	}
 }

@@ -3,6 +3,7 @@ package httpretry_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -33,9 +34,11 @@ func TestBodyReplay(t *testing.T) {
 	}{
 		{name: "GetBody from bytes.Reader", body: func() io.Reader { return bytes.NewReader([]byte(payload)) },
 			getBody: true, attempts: 3, wantGetBody: true},
-		{name: "opaque reader under the limit is buffered", body: opaque(payload), attempts: 3, wantGetBody: true},
-		{name: "opaque reader at the limit is buffered", body: opaque(payload), limit: 1000, attempts: 3, wantGetBody: true},
-		{name: "opaque reader over the limit is sent once", body: opaque(payload), limit: 999, attempts: 1},
+		{name: "opaque reader under the limit is copied as sent", body: opaque(payload), attempts: 3, wantGetBody: true},
+		{name: "opaque reader at the limit is copied as sent", body: opaque(payload), limit: 1000, attempts: 3, wantGetBody: true},
+		// Its GetBody is set before anyone knows the body is too long; once
+		// it is, GetBody fails, as it would for net/http.
+		{name: "opaque reader over the limit is sent once", body: opaque(payload), limit: 999, attempts: 1, wantGetBody: true},
 		{name: "negative limit never buffers", body: opaque(payload), limit: -1, attempts: 1},
 		{name: "negative limit still uses GetBody", body: func() io.Reader { return strings.NewReader(payload) },
 			getBody: true, limit: -1, attempts: 3, wantGetBody: true},
@@ -90,7 +93,7 @@ func TestCallerBodyClosedExactlyOnce(t *testing.T) {
 
 func TestBodyErrors(t *testing.T) {
 	t.Parallel()
-	t.Run("a body that errors half-way while buffering", func(t *testing.T) {
+	t.Run("a body that errors half-way while it is sent", func(t *testing.T) {
 		fake := httpretrytest.NewScript(httpretrytest.Status(200))
 		body := httpretrytest.NewBody("hello world").FailAfter(5, errBoom)
 		req, _ := http.NewRequest(http.MethodPost, site, body)
@@ -98,7 +101,7 @@ func TestBodyErrors(t *testing.T) {
 		assert.Nil(t, resp)
 		assert.ErrorIs(t, err, httpretry.ErrRequestBody)
 		assert.ErrorIs(t, err, errBoom)
-		assert.Empty(t, fake.Requests(), "nothing half-read is sent")
+		assert.Len(t, fake.Requests(), 1, "sent as it is read, and not sent again")
 		assert.Equal(t, 1, body.Closes())
 	})
 	t.Run("a Content-Length that lies", func(t *testing.T) {
@@ -110,7 +113,7 @@ func TestBodyErrors(t *testing.T) {
 			_, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
 			assert.ErrorIs(t, err, httpretry.ErrRequestBody)
 			assert.ErrorContains(t, err, "ContentLength")
-			assert.Empty(t, fake.Requests())
+			assert.Len(t, fake.Requests(), 1, "found out as it is sent, as net/http finds out, and not sent again")
 			assert.Equal(t, 1, body.Closes())
 		}
 	})
@@ -192,24 +195,38 @@ func TestDrainIsBoundedInTime(t *testing.T) {
 	})
 }
 
-// TestBufferingEndsWithTheContext: a body without GetBody is buffered for
-// replay by a read that the caller's context ends at once, as net/http's
-// own sending would, instead of blocking until the buffer fills.
-func TestBufferingEndsWithTheContext(t *testing.T) {
+// TestBodyIsNotReadAhead: a body without GetBody is sent as Base reads
+// it, never read ahead of Base: the request reaches Base while the producer
+// is stalled, and when the caller's context ends, Base (net/http closes
+// the body of a cancelled request) ends the read in progress by closing
+// the body, which closes the caller's stream, once.
+func TestBodyIsNotReadAhead(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fake := httpretrytest.NewScript(httpretrytest.Status(200))
+		var reached time.Duration
+		start := time.Now()
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			reached = time.Since(start)
+			read := make(chan error, 1)
+			go func() { _, err := io.ReadAll(req.Body); read <- err }()
+			select {
+			case err := <-read:
+				return nil, err
+			case <-req.Context().Done():
+				req.Body.Close() // as net/http's write loop is stopped
+				<-read
+				return nil, context.Cause(req.Context())
+			}
+		})
 		body := httpretrytest.NewBody("x").Slow(1, 24*time.Hour) // a producer stalled for a day
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, site, body)
-		start := time.Now()
-		resp, err := (&httpretry.Transport{Base: fake}).RoundTrip(req)
+		resp, err := (&httpretry.Transport{Base: base}).RoundTrip(req)
 		assert.Nil(t, resp)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.ErrorIs(t, err, httpretry.ErrRequestBody)
+		assert.Zero(t, reached, "Base got the request at once")
 		assert.Equal(t, time.Second, time.Since(start), "returned when the context ended")
-		assert.Empty(t, fake.Requests())
 		synctest.Wait()
 		assert.Equal(t, 1, body.Closes(), "the caller's body closed once")
 	})
@@ -260,7 +277,7 @@ func TestDeadlineAfterAnEndlessDrain(t *testing.T) {
 		assert.Nil(t, resp)
 		var re *httpretry.RetryError
 		require.ErrorAs(t, err, &re)
-		assert.Equal(t, httpretry.StopDeadline, re.Reason)
+		assert.Equal(t, httpretry.StopDeadline, re.Stop)
 		assert.Equal(t, 503, re.LastStatus)
 		reqs := base.Requests()
 		require.Len(t, reqs, 1)
@@ -333,6 +350,9 @@ func TestDrainEndsWithTheContext(t *testing.T) {
 		require.Error(t, err)
 		assert.LessOrEqual(t, time.Since(start), 150*time.Millisecond, "returned with the deadline, the read in progress included")
 		assert.EqualValues(t, 1, body.closes.Load())
+		// The read in progress was abandoned to the drain's goroutine,
+		// which ends when it returns.
+		time.Sleep(time.Second)
 	})
 }
 
@@ -375,7 +395,56 @@ func TestSwitchedProtocolIsNeverKeptInMemory(t *testing.T) {
 	}
 	var re *httpretry.RetryError
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, httpretry.StopRefused, re.Reason)
+	assert.Equal(t, httpretry.StopRefused, re.Stop)
 	assert.Equal(t, http.StatusSwitchingProtocols, re.LastStatus)
 	assert.EqualValues(t, 1, body.closes.Load())
 }
+
+// TestCallerBodyClosedWhenBaseDropsIt: net/http's HTTP/2 transport, when
+// it sends a request again on another connection, takes a copy from
+// GetBody and does not always close the body it replaced. The caller's
+// body is closed all the same once the call is over, exactly once, whether
+// it is copied as sent, rewound with Seek, or has a GetBody of its own.
+func TestCallerBodyClosedWhenBaseDropsIt(t *testing.T) {
+	t.Parallel()
+	bodies := map[string]func() (io.ReadCloser, func() int){
+		"copied as sent": func() (io.ReadCloser, func() int) {
+			b := httpretrytest.NewBody("payload")
+			return b, b.Closes
+		},
+		"seekable": func() (io.ReadCloser, func() int) {
+			b := &seekCloser{ReadSeeker: strings.NewReader("payload")}
+			return b, func() int { return int(b.closes.Load()) }
+		},
+	}
+	for name, mk := range bodies {
+		t.Run(name, func(t *testing.T) {
+			body, closes := mk()
+			base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+				copy, err := req.GetBody() // the copy net/http sends instead
+				if err != nil {
+					return nil, err
+				}
+				b, err := io.ReadAll(copy)
+				copy.Close()
+				if err != nil || string(b) != "payload" {
+					return nil, fmt.Errorf("copy %q, %v", b, err)
+				}
+				return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req}, nil // req.Body never closed
+			})
+			req, _ := http.NewRequest(http.MethodPut, site, body)
+			resp, err := (&httpretry.Transport{Base: base}).RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, 1, closes())
+		})
+	}
+}
+
+// seekCloser is an io.ReadSeekCloser that counts its closes.
+type seekCloser struct {
+	io.ReadSeeker
+	closes atomic.Int32
+}
+
+func (s *seekCloser) Close() error { s.closes.Add(1); return nil }

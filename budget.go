@@ -1,5 +1,11 @@
 package httpretry
 
+import (
+	"time"
+
+	"github.com/seedhq/httpretry/internal/budget"
+)
+
 // A Budget limits the retries sent to one host, so that a dependency's
 // outage is not multiplied into a retry storm. Retries are selfish: when
 // failures come from overload, every retry adds load exactly when the
@@ -41,12 +47,12 @@ func DefaultBudget(host string) Budget { return NewTokenBucket(TokenBucketConfig
 
 // NoBudget, as Policy.NewBudget, turns retry budgeting off: it returns a
 // budget that allows every retry the rest of the policy allows, which is
-// what go-retryablehttp and failsafe-go do by default. Such a budget keeps
-// no state, so a host without a breaker keeps none either.
+// what go-retryablehttp and failsafe-go do by default. The Transport then
+// keeps no budget, so a host without a breaker, hedging or an overload
+// control keeps no state at all.
 func NoBudget(host string) Budget { return unlimited{} }
 
-// unlimited allows everything. The Transport recognises it and keeps no
-// budget at all.
+// unlimited is NoBudget's: the Transport keeps no budget for it.
 type unlimited struct{}
 
 func (unlimited) Begin()               {}
@@ -55,17 +61,112 @@ func (unlimited) Refund(bool)          {}
 func (unlimited) Succeeded(bool, bool) {}
 func (unlimited) String() string       { return "unlimited" }
 
-// newBudget creates the budget of host under p, nil when p has none.
-func (p *policy) budgetFor(host string) Budget {
-	if p.newBudget == nil {
-		return nil
-	}
-	b := p.newBudget(host)
-	if _, ok := b.(unlimited); ok {
-		return nil
-	}
-	return b
+// TokenBucketConfig configures a TokenBucket. Zero fields take the AWS SDK
+// retry-quota defaults; negative fields are treated as zero.
+type TokenBucketConfig struct {
+	Capacity      int // tokens when full, and at the start; 0 means 500
+	RetryCost     int // tokens a retry takes; 0 means 5
+	TimeoutCost   int // tokens a retry after an attempt timeout takes; 0 means 10
+	SuccessCredit int // tokens a success without retries returns; 0 means 1
 }
+
+// TokenBucket is a success-funded retry budget, the retry quota of the AWS
+// SDKs. It starts full. A retry takes RetryCost tokens (TimeoutCost after a
+// timeout) and is refused when the bucket holds fewer; a request that
+// succeeds without retrying returns SuccessCredit tokens, and one that
+// succeeds after retrying gets its last retry's cost back.
+//
+// With the defaults, a fresh bucket allows 100 retries during a total
+// outage and then none until successes refill it: attempts per request tend
+// to 1 (1.033 over 300 s at 10 requests per second, in the bench module's
+// storm simulation). Because a retry that succeeds gets its cost back, with
+// 4 attempts the bucket only drains once about 30 % of attempts fail
+// independently; below that it is never seen. It ignores time. It is safe
+// for concurrent use and never blocks; the success path is one atomic load
+// when the bucket is full. Create one with NewTokenBucket: the zero value
+// allows every retry, as the zero RatioBudget does.
+type TokenBucket struct{ b budget.TokenBucket }
+
+// NewTokenBucket returns a full bucket.
+func NewTokenBucket(c TokenBucketConfig) *TokenBucket {
+	t := new(TokenBucket)
+	t.b.Init(c.Capacity, c.RetryCost, c.TimeoutCost, c.SuccessCredit)
+	return t
+}
+
+// Begin does nothing: the bucket is funded by outcomes, not by requests.
+func (t *TokenBucket) Begin() {}
+
+// AllowRetry takes the cost of a retry if the bucket holds it.
+func (t *TokenBucket) AllowRetry(timeout bool) bool { return t.b.AllowRetry(timeout) }
+
+// Refund gives back the cost of a retry that was allowed but not sent.
+func (t *TokenBucket) Refund(timeout bool) { t.b.Refund(timeout) }
+
+// Succeeded returns tokens to the bucket, never above its capacity.
+func (t *TokenBucket) Succeeded(retried, timeout bool) { t.b.Succeeded(retried, timeout) }
+
+// Level returns the tokens in the bucket and its capacity.
+func (t *TokenBucket) Level() (available, capacity float64) { return t.b.Level() }
+
+// String describes the bucket's state, as logged with each attempt.
+func (t *TokenBucket) String() string { return t.b.String() }
+
+// RatioConfig configures a RatioBudget. Zero fields take the defaults.
+type RatioConfig struct {
+	// Ratio is the largest share of retries among requests in the window;
+	// 0 means 0.1, the SRE book's per-client budget.
+	Ratio float64
+	// Window is the sliding window the ratio is measured over, with a
+	// resolution of one tenth of it; 0 means 10 s.
+	Window time.Duration
+	// MinPerSecond is a floor of retries per second always allowed, so that
+	// a host with little traffic can still retry, counted over the window
+	// (1 per second over 10 s allows 10 at once from a quiet start); 0 means
+	// 1. A negative value means no floor.
+	MinPerSecond float64
+}
+
+// RatioBudget allows a retry while retries in the sliding window stay below
+// Ratio × requests in it, or below the MinPerSecond floor. Under sustained
+// total failure, attempts per request settle at about 1 + Ratio. The window
+// has a resolution of a tenth of its length; the oldest tenth fades out as
+// the newest fills, so the allowance is released smoothly. It is safe for
+// concurrent use and lock-free; counts at a slot boundary are approximate by
+// a few requests.
+//
+// Any time is accepted, before 1970 included. Create one with
+// NewRatioBudget: the zero value allows every retry, as the zero
+// TokenBucket does.
+type RatioBudget struct{ b budget.Ratio }
+
+// NewRatioBudget returns an empty ratio budget. Nonsense values (NaN,
+// negative ratio or window) are treated as zero, which selects the default.
+func NewRatioBudget(c RatioConfig) *RatioBudget {
+	r := new(RatioBudget)
+	r.b.Init(c.Ratio, c.Window, c.MinPerSecond)
+	return r
+}
+
+// Begin counts a request.
+func (r *RatioBudget) Begin() { r.b.Begin() }
+
+// AllowRetry counts and allows a retry if the window has room for it.
+func (r *RatioBudget) AllowRetry(timeout bool) bool { return r.b.AllowRetry(timeout) }
+
+// Refund uncounts a retry that was allowed but not sent, in the slot of
+// the window that counted it.
+func (r *RatioBudget) Refund(timeout bool) { r.b.Refund(timeout) }
+
+// Succeeded does nothing: the ratio counts requests, not outcomes.
+func (r *RatioBudget) Succeeded(bool, bool) {}
+
+// Level returns the retries the window still allows and the window's
+// allowance.
+func (r *RatioBudget) Level() (available, capacity float64) { return r.b.Level() }
+
+// String describes the budget's state, as logged with each attempt.
+func (r *RatioBudget) String() string { return r.b.String() }
 
 // leveler is the optional method a Budget reports its level with.
 type leveler interface {

@@ -3,10 +3,12 @@ package httpretry
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/seedhq/httpretry/backoff"
+	"github.com/seedhq/httpretry/internal/headers"
 )
 
 // decide fills in whether and when to retry after attempt a.
@@ -25,15 +27,15 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 	case !a.Class.retryable():
 		a.Stop = StopFatal
 		return
-	case !c.body.replayable() || (a.Class == ClassTransient && !p.replayable(a.Request)):
+	case !c.body.Replayable() || (a.Class == ClassTransient && !p.replayable(a.Request)):
 		a.Stop = StopNotReplayable
 		return
 	case c.sent >= p.maxAttempts:
 		a.Stop = StopAttempts
 		return
-	case c.state != nil && c.state.breaker.open():
+	case c.state != nil && c.state.Breaker.IsOpen():
 		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
-		c.state.breakerRefusals.Add(1)
+		c.state.BreakerRefusals.Add(1)
 		return
 	}
 	d := p.backoff.Delay(c.sent, c.prevDelay, nil)
@@ -46,7 +48,7 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 		}
 		// Never earlier than asked; up to 10 % later, so clients told the
 		// same value do not all return in the same instant.
-		if w := sd + time.Duration(float64(sd)/10*rand.Float64()); w >= d {
+		if w := addJitter(sd); w >= d {
 			d, source = w, src
 		}
 	}
@@ -65,17 +67,22 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 // took, end before ctx's deadline: a retry that cannot finish in time would
 // only trade the response in hand for a deadline error.
 func fits(ctx context.Context, d time.Duration, a *attempt) bool {
-	return backoff.Fits(ctx, d+a.Duration)
+	if d > maxDuration-a.Duration {
+		d = maxDuration
+	} else {
+		d += a.Duration
+	}
+	return backoff.Fits(ctx, d)
 }
 
 // reserve takes the cost of the next retry from the budget, if the host
 // has one.
 func (c *callState) reserve(timeout bool) bool {
-	if c.state == nil || c.state.budget == nil {
+	if c.state == nil || c.state.Budget == nil {
 		return true
 	}
-	if !c.state.budget.AllowRetry(timeout) {
-		c.state.budgetRefusals.Add(1)
+	if !c.state.Budget.AllowRetry(timeout) {
+		c.state.BudgetRefusals.Add(1)
 		return false
 	}
 	c.reserved, c.reservedTO, c.timeoutRetry = true, timeout, timeout
@@ -86,6 +93,32 @@ func (c *callState) reserve(timeout bool) bool {
 func (c *callState) unreserve() {
 	if c.reserved {
 		c.reserved = false
-		c.state.budget.Refund(c.reservedTO)
+		c.state.Budget.Refund(c.reservedTO)
 	}
+}
+
+// serverDelay returns the wait the response asks for and where it comes
+// from, following the precedence documented on HintPolicy.
+func (h *HintPolicy) serverDelay(resp *http.Response, now time.Time) (time.Duration, DelaySource, bool) {
+	if resp == nil {
+		return 0, DelayNone, false
+	}
+	if d, ok := headers.RetryAfter(resp, now); ok {
+		return d, DelayRetryAfter, true
+	}
+	if !h.IgnoreRateLimit {
+		if vs := resp.Header[headers.RateLimitField]; len(vs) > 0 {
+			if d, ok := headers.RateLimit(strings.Join(vs, ",")); ok {
+				return d, DelayRateLimit, true
+			}
+		}
+	}
+	if h.ResetHeader != "" {
+		if vs := resp.Header.Values(h.ResetHeader); len(vs) == 1 {
+			if d, ok := headers.Reset(vs[0], h.ResetFormat == ResetEpochSeconds, now); ok {
+				return d, DelayResetHeader, true
+			}
+		}
+	}
+	return 0, DelayNone, false
 }

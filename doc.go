@@ -6,7 +6,9 @@
 // It retries what is transient (408, 425, 429, 500, 502, 503, 504, timeouts
 // and connection failures) and nothing else; replays request bodies without
 // copying them when the request has GetBody; adds an Idempotency-Key to POST
-// and PUT so retrying them is safe; obeys Retry-After within bounds; waits
+// and PUT, which makes retrying them safe on a server that deduplicates by
+// it (turn keys off for one that does not: [KeyPolicy]); obeys Retry-After
+// within bounds; waits
 // with exponential full-jitter backoff (package backoff) so clients that
 // failed together do not return together; and never waits past the
 // caller's context.
@@ -49,6 +51,16 @@
 // errors.Is and errors.As and records the attempts made, the last status
 // seen and why retrying stopped.
 //
+// A call succeeds once the response header arrives, unless
+// [Policy.ReadBodyBytes] asks for more: then a body of at most that size
+// is read within its attempt, so that a connection cut mid-body is a
+// failed attempt, retried by the rules above (never as not processed: the
+// server answered), and Policy.Classify can decide on what the body says.
+// A GET's body that breaks later, while the caller reads it, is resumed
+// from where it stopped when that is safe ([Policy.MaxResumes]): only the
+// rest of the same representation is read on, anything else ends the read
+// with a [*ResumeError].
+//
 // # Overload
 //
 // A retry budget caps retries; [Policy.Overload] ([OverloadPolicy]) also
@@ -63,8 +75,8 @@
 // [Transport.Logger] gets one record per attempt, [Transport.OnAttempt] one
 // [Attempt] per attempt, [Transport.OnCall] one [Call] per RoundTrip, and
 // [Transport.Stats] returns the per-host state (retry budget, breaker,
-// overload controls) at any time, which [StatusHandler] serves as a page
-// for operators; a call that sent nothing, refused by an overload control
+// overload controls) at any time, and [Transport.StatsPage] a page of it,
+// hosts in trouble first, which package statuspage serves to operators; a call that sent nothing, refused by an overload control
 // or the breaker, is reported to OnCall with its [StopReason], not to
 // OnAttempt. The otelhttpretry module turns all of it into OpenTelemetry
 // metrics and traces. Package httpretrytest fakes flaky upstreams for

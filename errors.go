@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/seedhq/httpretry/internal/replay"
 )
 
 // Sentinel errors. A *RetryError wraps them; test with errors.Is.
@@ -24,18 +26,12 @@ var (
 	// once.
 	ErrInvalidPolicy = errors.New("httpretry: invalid policy")
 
-	// ErrInvalidConfig reports a configuration that cannot be read as a
-	// Policy: malformed JSON, an unknown or repeated field, a value of the
-	// wrong type, a duration or name that does not parse, a field that does not
-	// apply (a ratio budget's numbers on a token bucket). Values that parse but
-	// make no sense as a policy wrap ErrInvalidPolicy instead, as
-	// (*Transport).Validate reports them.
-	ErrInvalidConfig = errors.New("httpretry: invalid config")
-
-	// ErrRequestBody reports that reading the request body failed before the
-	// first attempt (while buffering it for replay) or that GetBody failed
-	// before a retry.
-	ErrRequestBody = errors.New("httpretry: request body")
+	// ErrRequestBody reports that the request body itself failed: it broke
+	// while an attempt was sending it, it does not match its ContentLength,
+	// or, before a retry, GetBody or Seek failed or the body could not be
+	// had again (it outgrew the copy kept of it, or a stream was still
+	// being read). It is never retried.
+	ErrRequestBody = replay.ErrBody
 
 	// ErrCircuitOpen reports that a circuit breaker refused the attempt. It
 	// is never retried.
@@ -114,7 +110,7 @@ type RetryError struct {
 	Attempts   int        // attempts made, including the first; 0 if nothing was sent
 	Err        error      // the last attempt's error, or why nothing could be sent; nil after a response
 	LastStatus int        // status code of the last response seen, 0 if none
-	Reason     StopReason // why retrying stopped
+	Stop       StopReason // why retrying stopped
 	Cause      error      // what ended retrying, when that is not Err: the context's cause, ErrBudgetExhausted, …
 
 	ctxErr error // context.Canceled or DeadlineExceeded when the caller's context ended
@@ -137,12 +133,12 @@ func (e *RetryError) Error() string {
 	switch {
 	case e.Attempts == 0 && len(errs) > 0:
 		// Nothing was sent: the error says why.
-	case e.Reason == StopAttempts:
+	case e.Stop == StopAttempts:
 		fmt.Fprintf(&b, "%d attempts failed", e.Attempts)
 	case e.Attempts == 0:
-		b.WriteString(e.Reason.String())
+		b.WriteString(e.Stop.String())
 	default:
-		fmt.Fprintf(&b, "%s after %d attempt", e.Reason, e.Attempts)
+		fmt.Fprintf(&b, "%s after %d attempt", e.Stop, e.Attempts)
 		if e.Attempts > 1 {
 			b.WriteByte('s')
 		}
@@ -179,7 +175,7 @@ func (e *RetryError) Unwrap() []error {
 // attempt timed out. It makes url.Error.Timeout and os.IsTimeout answer as
 // they do without the Transport.
 func (e *RetryError) Timeout() bool {
-	if e.Reason == StopDeadline || errors.Is(e.ctxErr, context.DeadlineExceeded) {
+	if e.Stop == StopDeadline || errors.Is(e.ctxErr, context.DeadlineExceeded) {
 		return true
 	}
 	var t interface{ Timeout() bool }
@@ -193,22 +189,100 @@ func (e *RetryError) contextEnded(ctx context.Context) *RetryError {
 	return e
 }
 
-// fieldError is one problem with a configuration, at a field path: in Go's
-// names for Validate (Transport.Hosts["api.example.com"].MaxAttempts), in
-// the config's own for a Config (hosts["api.example.com"].max_attempts), or,
-// for FromEnv, an environment variable. It wraps ErrInvalidPolicy or
-// ErrInvalidConfig.
-type fieldError struct {
-	kind error // ErrInvalidConfig or ErrInvalidPolicy
-	path string
-	msg  string
+// PolicyError is one invalid setting, as (*Transport).Validate reports it:
+// Validate joins one per problem with errors.Join, so errors.As finds the
+// first and the joined error's Unwrap() []error lists them all. A
+// per-request WithPolicy edit that breaks a rule fails with one too. It
+// wraps ErrInvalidPolicy.
+type PolicyError struct {
+	// Path locates the setting, in Go's names, from the Transport down:
+	// "Policy", or "Hosts" and the entry's key; then the fields of the
+	// Policy and of its sub-policies, and a list's index as a decimal
+	// number: {"Hosts", "api.example.com", "Keys", "Methods", "1"}. A
+	// Hosts key that is not a valid pattern is reported at {"Hosts", key}.
+	// The path of a WithPolicy edit starts with "WithPolicy".
+	Path []string
+
+	format string
+	args   []any // a settingRef is a setting the message names
 }
 
-func (e *fieldError) Error() string {
-	if e.path == "" {
-		return e.kind.Error() + ": " + e.msg
+// settingRef is a setting that a PolicyError's message names, a path as
+// PolicyError.Path.
+type settingRef []string
+
+// Error names the setting with its path in Go's syntax, such as
+// Transport.Hosts["api.example.com"].Keys.Methods[1].
+func (e *PolicyError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrInvalidPolicy.Error())
+	b.WriteString(": ")
+	for i, el := range e.Path {
+		switch {
+		case i == 0 && el != "WithPolicy":
+			b.WriteString("Transport.")
+			b.WriteString(el)
+		case i == 1 && e.Path[0] == "Hosts":
+			b.WriteString("[" + strconv.Quote(el) + "]")
+		case el != "" && el[0] >= '0' && el[0] <= '9':
+			b.WriteString("[" + el + "]")
+		default:
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(el)
+		}
 	}
-	return e.kind.Error() + ": " + e.path + ": " + e.msg
+	b.WriteString(": ")
+	b.WriteString(e.Message(goName))
+	return b.String()
 }
 
-func (e *fieldError) Unwrap() error { return e.kind }
+// Message says what is wrong, without the path. Where it names another
+// setting (a breaker without a trip rule names ConsecutiveFailures and
+// FailureRatio), it calls name with that setting's path, as Path: a
+// configuration format names settings in its own words this way. Error
+// uses the Go field's name, and Transport.Policy for {"Policy"}.
+func (e *PolicyError) Message(name func(path []string) string) string {
+	args := make([]any, len(e.args))
+	for i, a := range e.args {
+		if r, ok := a.(settingRef); ok {
+			a = name(r)
+		}
+		args[i] = a
+	}
+	return fmt.Sprintf(e.format, args...)
+}
+
+// Unwrap returns ErrInvalidPolicy.
+func (e *PolicyError) Unwrap() error { return ErrInvalidPolicy }
+
+// goName names the setting at path in Go's words, for messages.
+func goName(path []string) string {
+	if len(path) == 1 && path[0] == "Policy" {
+		return "Transport.Policy"
+	}
+	return path[len(path)-1]
+}
+
+// Sentinel errors of the overload controls: a request refused locally,
+// before any byte of it left the process. A *RetryError wraps them; test
+// with errors.Is. None of them is ever retried, and a refused attempt is
+// not counted against MaxAttempts.
+var (
+	// ErrThrottled reports that adaptive throttling refused the attempt:
+	// the host has recently turned away too many of the attempts sent to
+	// it, so this one was rejected at the client, as the Google SRE book's
+	// client-side throttling does, instead of adding to the host's load.
+	ErrThrottled = errors.New("httpretry: throttled: host is rejecting too many requests")
+
+	// ErrConcurrencyLimit reports that the host's adaptive concurrency limit
+	// was reached and its waiting room was full or the wait ended first.
+	ErrConcurrencyLimit = errors.New("httpretry: concurrency limit reached")
+
+	// ErrRateLimited reports that the host announced that its rate limit
+	// is spent (a RateLimit field with r=0, a remaining-requests header at
+	// 0, a 429 with Retry-After) and the reset is further away than
+	// MaxRetryAfter or the context's deadline, or the policy fails fast.
+	ErrRateLimited = errors.New("httpretry: rate limit spent")
+)

@@ -50,7 +50,7 @@ func TestUncomparableCancelCause(t *testing.T) {
 			assert.Equal(t, cause[0], got[0])
 			var re *httpretry.RetryError
 			require.ErrorAs(t, err, &re)
-			assert.Equal(t, httpretry.StopContext, re.Reason, stage)
+			assert.Equal(t, httpretry.StopContext, re.Stop, stage)
 			assert.Contains(t, err.Error(), "stopped: shutting down")
 		}
 	})
@@ -74,7 +74,7 @@ func TestRefusedRetryAfterTheContextEnded(t *testing.T) {
 	_, err := tr.RoundTrip(get(t, ctx))
 	var re *httpretry.RetryError
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, httpretry.StopRefused, re.Reason)
+	assert.Equal(t, httpretry.StopRefused, re.Stop)
 	assert.ErrorIs(t, err, errBoom)
 	assert.ErrorIs(t, err, context.Canceled, "the caller's context ended before RoundTrip returned")
 }
@@ -120,12 +120,12 @@ func TestRetryErrorText(t *testing.T) {
 		err  *httpretry.RetryError
 		want string
 	}{
-		{&httpretry.RetryError{Attempts: 4, Reason: httpretry.StopAttempts, Err: errBoom}, "httpretry: 4 attempts failed: boom"},
-		{&httpretry.RetryError{Attempts: 1, Reason: httpretry.StopFatal, Err: errBoom}, "httpretry: not retryable after 1 attempt: boom"},
-		{&httpretry.RetryError{Attempts: 2, Reason: httpretry.StopBudget, Err: errBoom, Cause: httpretry.ErrBudgetExhausted, LastStatus: 503},
+		{&httpretry.RetryError{Attempts: 4, Stop: httpretry.StopAttempts, Err: errBoom}, "httpretry: 4 attempts failed: boom"},
+		{&httpretry.RetryError{Attempts: 1, Stop: httpretry.StopFatal, Err: errBoom}, "httpretry: not retryable after 1 attempt: boom"},
+		{&httpretry.RetryError{Attempts: 2, Stop: httpretry.StopBudget, Err: errBoom, Cause: httpretry.ErrBudgetExhausted, LastStatus: 503},
 			"httpretry: retry budget exhausted after 2 attempts (last status 503): boom: retry budget exhausted"},
-		{&httpretry.RetryError{Reason: httpretry.StopInvalid, Err: httpretry.ErrInvalidRequest}, "httpretry: invalid request"},
-		{&httpretry.RetryError{Reason: httpretry.StopBreaker}, "httpretry: circuit breaker open"},
+		{&httpretry.RetryError{Stop: httpretry.StopInvalid, Err: httpretry.ErrInvalidRequest}, "httpretry: invalid request"},
+		{&httpretry.RetryError{Stop: httpretry.StopBreaker}, "httpretry: circuit breaker open"},
 	}
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, tc.err.Error())

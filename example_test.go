@@ -105,7 +105,7 @@ func ExampleRetryError() {
 	_, err := client.Get(url)
 	var re *httpretry.RetryError
 	if errors.As(err, &re) {
-		fmt.Println(re.Attempts, re.Reason)
+		fmt.Println(re.Attempts, re.Stop)
 	}
 	// Output: 4 attempts exhausted
 }
@@ -133,6 +133,61 @@ func ExampleKeyPolicy() {
 	resp.Body.Close()
 	fmt.Println(len(keys), "attempts, one key:", keys[0] == keys[1] && keys[1] == keys[2])
 	// Output: 3 attempts, one key: true
+}
+
+// A key makes a retried POST safe only on a server that deduplicates by
+// it. Per host, then: keys off for the storage services that ignore the
+// header, where a POST that may have been applied is then not sent again,
+// and PayPal's own header for PayPal. Here every host answers its first
+// attempt with a 502, after which the POST may or may not have been applied.
+func ExampleKeyPolicy_perHost() {
+	attempts := map[string]int{}
+	keyHeaders := map[string][]string{}
+	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		host := req.URL.Host
+		attempts[host]++
+		keyHeaders[host] = nil
+		for _, h := range []string{"Idempotency-Key", "PayPal-Request-Id"} {
+			if req.Header.Get(h) != "" {
+				keyHeaders[host] = append(keyHeaders[host], h)
+			}
+		}
+		code := http.StatusOK
+		if attempts[host] == 1 {
+			code = http.StatusBadGateway
+		}
+		return &http.Response{StatusCode: code, Body: http.NoBody, Request: req}, nil
+	})
+	keysOff := httpretry.KeyPolicy{Disabled: true}
+	client := &http.Client{Transport: &httpretry.Transport{
+		Base:   base,
+		Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond)},
+		Hosts: map[string]httpretry.Policy{
+			"*.amazonaws.com":         {Keys: keysOff}, // S3 ignores Idempotency-Key
+			"*.blob.core.windows.net": {Keys: keysOff}, // so does Azure Storage
+			"api-m.paypal.com":        {Keys: httpretry.KeyPolicy{Header: "PayPal-Request-Id"}},
+		},
+	}}
+	for _, url := range []string{
+		"https://api.stripe.com/v1/payment_intents",
+		"https://api-m.paypal.com/v2/checkout/orders",
+		"https://uploads.s3.us-east-1.amazonaws.com/video.mp4?uploads",
+		"https://logs.blob.core.windows.net/app/events.csv?comp=query",
+	} {
+		resp, err := client.Post(url, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		host := resp.Request.URL.Host
+		fmt.Println(host, resp.StatusCode, "after", attempts[host], "attempt(s), key headers:", keyHeaders[host])
+	}
+	// Output:
+	// api.stripe.com 200 after 2 attempt(s), key headers: [Idempotency-Key]
+	// api-m.paypal.com 200 after 2 attempt(s), key headers: [PayPal-Request-Id]
+	// uploads.s3.us-east-1.amazonaws.com 502 after 1 attempt(s), key headers: []
+	// logs.blob.core.windows.net 502 after 1 attempt(s), key headers: []
 }
 
 // Layers under the Transport run once per attempt and can read its number,

@@ -5,98 +5,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"time"
+
+	"github.com/seedhq/httpretry/internal/replay"
 )
-
-// HedgePolicy configures hedged requests: when an attempt has not answered
-// after a delay, another is sent alongside it, and the first acceptable
-// answer (one that would not be retried) wins. The others are cancelled and
-// their bodies closed. Hedging trades extra load for lower tail latency, so
-// it applies only to requests that are safe to send twice (idempotent
-// methods or keyed requests, with a replayable body). Every hedge carries
-// the same idempotency key and its own body, counts toward MaxAttempts, and
-// is admitted by the breaker like a retry.
-//
-// The delay is fixed (Delay) or learned per host (Adaptive): the host's
-// Quantile of first-attempt latency, but never less than twice its median,
-// over its last 512 to 1,024 requests. Either way, a host's hedges are
-// capped by its hedge budget, however slow it gets: each request that may
-// be hedged earns 4 % of a hedge, and the budget holds at most 4, so that
-// hedges add at most 5 % to the 400 requests of a 10 s brownout instead of
-// doubling them. A hedge on time may not take the budget's last hedge: an
-// attempt still unanswered at twice the delay may. Hedges are not charged
-// to the retry budget, and a hedge that wins is not refunded.
-//
-// The zero value sends no hedges. In Hosts and WithPolicy, a zero
-// HedgePolicy inherits and a non-zero one replaces the inherited one as a
-// whole.
-type HedgePolicy struct {
-	// Delay is how long an attempt may go unanswered before a hedge is
-	// sent. With Adaptive, it is the delay used until the host has
-	// MinSamples samples; 0 then means no hedging until then. Without
-	// Adaptive, 0 means no hedging. A negative value is invalid.
-	Delay time.Duration
-
-	// Adaptive learns the delay from the host's latency: its Quantile of
-	// the first attempts of its last 512 to 1,024 requests sent with an
-	// adaptive policy, but never less than twice their median, bounded by
-	// MinDelay and MaxDelay. The latency is per host and shared by every
-	// adaptive policy that reaches it; Quantile, MinSamples, MinDelay and
-	// MaxDelay are read per request. false means the fixed Delay.
-	Adaptive bool
-
-	// Quantile is the latency quantile after which an adaptive hedge is
-	// sent: on a host whose latency is steady, about 1 − Quantile of
-	// requests are hedged (fewer when twice the median is the larger).
-	// 0 means 0.95; otherwise it must be in (0, 1). Adaptive only.
-	Quantile float64
-
-	// MinSamples is how many samples a host needs before its adaptive
-	// delay applies. 0 means 100. A negative value is invalid. Adaptive
-	// only.
-	MinSamples int
-
-	// MinDelay and MaxDelay bound the adaptive delay. 0 means no bound. A
-	// negative value is invalid, as is a MinDelay above a MaxDelay.
-	// Adaptive only; they do not bound the fallback Delay.
-	MinDelay, MaxDelay time.Duration
-
-	// MaxHedges is the most attempts sent alongside the first of a round.
-	// 0 means 1. It is bounded by MaxAttempts − 1. A negative value is
-	// invalid.
-	MaxHedges int
-
-	// Disabled means no hedging, even where the policy would inherit it.
-	Disabled bool
-}
-
-// Defaults of the adaptive hedge delay.
-const (
-	DefaultHedgeQuantile   = 0.95
-	DefaultHedgeMinSamples = 100
-)
-
-// The hedge budget of every host (see hedgeBudget): each hedged request
-// earns hedgeRatio of a hedge, the bucket holds hedgeBurst, and a hedge on
-// time leaves the last hedgeKeep to attempts still unanswered at twice the
-// delay. Hedging after the p95 "limits the additional load to
-// approximately 5 %" (Dean and Barroso, The Tail at Scale, 2013); the
-// budget makes 5 % a ceiling that holds when every request is slow: over
-// the 400 requests of a 10 s brownout at 200 ms and concurrency 8 (issue
-// 14's T2), at most 0.04 × 400 + 4 = 20 hedges. See docs/hedging.md.
-const (
-	hedgeRatio = 0.04
-	hedgeBurst = 4
-	hedgeKeep  = 1
-)
-
-// adaptiveHedge is the compiled adaptive part of a HedgePolicy.
-type adaptiveHedge struct {
-	q                  float64
-	minSamples         int
-	minDelay, maxDelay time.Duration
-}
 
 // hedging reports whether this call sends hedges.
 func (c *callState) hedging() bool {
@@ -105,7 +19,7 @@ func (c *callState) hedging() bool {
 
 // hedgeable reports whether the call may send hedges from now on.
 func (c *callState) hedgeable() bool {
-	return c.sent < c.p.maxAttempts-1 && c.body.replayable() && (c.key != "" || c.p.replayable(c.req))
+	return c.sent < c.p.maxAttempts-1 && c.body.Replayable() && (c.Key != "" || c.p.replayable(c.req))
 }
 
 // startHedging prepares the hedging of a call whose policy hedges, once its
@@ -121,9 +35,12 @@ func (c *callState) startHedging() {
 	c.delay = p.hedgeDelay
 	if a := p.adaptive; a != nil {
 		c.ensureState()
-		c.state.hedgeBudget()
-		c.learn = c.state.estimator(a)
-		if d, ok := c.learn.delayAt(time.Now(), a.q, a.minSamples); ok {
+		if c.state == nil {
+			return // past the bound on hosts with state: no estimate to hedge by
+		}
+		c.state.HedgeBudget()
+		c.learn = c.state.Estimator(a.q, a.minSamples)
+		if d, ok := c.learn.DelayAt(time.Now(), a.q, a.minSamples); ok {
 			if a.minDelay > 0 {
 				d = max(d, a.minDelay)
 			}
@@ -134,8 +51,8 @@ func (c *callState) startHedging() {
 		}
 	}
 	if c.state != nil {
-		if b := c.state.hedges.Load(); b != nil {
-			b.request()
+		if b := c.state.Hedges(); b != nil {
+			b.Request()
 		}
 	}
 }
@@ -151,9 +68,9 @@ func (c *callState) learnFrom(ctx context.Context, a *attempt) {
 	}
 	switch {
 	case a.Response != nil && !a.Class.retryable():
-		c.learn.record(a.Duration, a.start.Add(a.Duration))
+		c.learn.Record(a.Duration, a.start.Add(a.Duration))
 	case errors.Is(a.Err, ErrAttemptTimeout) || ctx.Err() != nil:
-		c.learn.recordCensored(a.Duration, a.start.Add(a.Duration))
+		c.learn.RecordCensored(a.Duration, a.start.Add(a.Duration))
 	}
 }
 
@@ -162,80 +79,138 @@ func (c *callState) learnFrom(ctx context.Context, a *attempt) {
 func (c *callState) censor(a *attempt) {
 	if c.learn != nil && a.N == 1 {
 		now := time.Now()
-		c.learn.recordCensored(now.Sub(a.start), now)
+		c.learn.RecordCensored(now.Sub(a.start), now)
 	}
 }
 
 // maxBufferedResults bounds the buffer of a round's results.
 const maxBufferedResults = 8
 
-// result is what Base returned for a hedged attempt.
+// result is what Base returned for a hedged attempt, or how it panicked.
 type result struct {
-	a     *attempt
-	resp  *http.Response
-	err   error
-	fired bool // the attempt's timeout had fired when Base returned
+	a        *attempt
+	resp     *http.Response
+	err      error
+	fired    bool // the attempt's timeout had fired when Base returned
+	panicked bool // Base panicked (p) or called runtime.Goexit (p nil)
+	p        any
 }
 
-// sendHedged runs one round of hedged attempts, starting with body rc. It
-// returns the attempt that stands for the round: the first acceptable
-// answer, or, when every attempt of the round failed in a way worth
-// retrying, the last failure; the others are reported here. Cancelled
-// attempts are reaped in the background, where their bodies are closed;
-// they end as soon as Base honours the cancellation.
+// round is a hedged round in flight: its attempts run Base on goroutines
+// of their own and report here.
+type round struct {
+	base     http.RoundTripper
+	results  chan result
+	inflight []*attempt // launched, not yet answered
+}
+
+// launch sends a, which has passed the pipeline's admission, on a
+// goroutine of its own. A panic there is caught and reported as a result,
+// to be raised again on the caller's goroutine.
+func (r *round) launch(a *attempt) {
+	r.inflight = append(r.inflight, a)
+	base, results := r.base, r.results
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				results <- result{a: a, panicked: true, p: recover()}
+			}
+		}()
+		resp, err := base.RoundTrip(a.Request)
+		returned = true
+		results <- result{a, resp, err, a.timer != nil && !a.timer.Stop(), false, nil}
+	}()
+}
+
+// answered removes a from the attempts in flight.
+func (r *round) answered(a *attempt) {
+	r.inflight = slices.DeleteFunc(r.inflight, func(x *attempt) bool { return x == a })
+}
+
+// abandon cancels the attempts of call c still in flight and reaps them in
+// the background, where each is released once Base returns. It runs on
+// every path out of the round, panics included.
+func (r *round) abandon(c *callState) {
+	for _, a := range r.inflight {
+		a.lose()
+		c.censor(a)
+	}
+	if len(r.inflight) > 0 {
+		go reap(r.results, len(r.inflight), c.abandoned())
+	}
+	r.inflight = nil
+}
+
+// sendHedged runs one round of hedged attempts, starting with body rc (nil:
+// the replay's next). It returns the attempt that stands for the round: the
+// first acceptable answer, or, when every attempt of the round failed in a
+// way worth retrying, the last failure; the others are reported here.
+// Cancelled attempts are reaped in the background, where their bodies are
+// closed; they end as soon as Base honours the cancellation. A panic in Base
+// on any of the round's goroutines is raised again here, once the others
+// are cancelled.
 func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt, error) {
 	// The round sends at most limit attempts in all; written so that a
 	// huge MaxHedges cannot overflow (hedging implies sent < maxAttempts-1).
 	limit := c.sent + 1 + min(c.p.maxHedges, c.p.maxAttempts-c.sent-1)
 	// Every attempt launched is received, here or by reap, so the buffer
 	// only spares senders a wait: it is bounded, not sized by MaxAttempts.
-	results := make(chan result, min(limit-c.sent, maxBufferedResults))
-	var inflight []*attempt // launched, not yet answered
-	base := c.t.base
-	launch := func(a *attempt) {
-		inflight = append(inflight, a)
-		go func() {
-			resp, err := base.RoundTrip(a.Request)
-			results <- result{a, resp, err, a.timer != nil && !a.timer.Stop()}
-		}()
-	}
+	r := &round{base: c.sender(), results: make(chan result, min(limit-c.sent, maxBufferedResults))}
+	defer r.abandon(c)
 	first := new(attempt) // shared with the goroutine that sends it
-	if err := c.prepare(ctx, rc, first, true, false); err != nil {
+	if err := c.beginHedged(ctx, r, first, rc, false); err != nil {
 		return nil, err
 	}
-	launch(first)
 	timer := time.NewTimer(c.delay)
 	defer timer.Stop()
+	var holding *attempt // an answer in hand, given up if a hook panics before it is passed on or closed
+	defer func() {
+		if holding != nil {
+			holding.abort()
+		}
+	}()
 	late := false // the hedge was refused on time; the next try is late
 	for {
 		select {
-		case r := <-results:
-			a := r.a
-			inflight = slices.DeleteFunc(inflight, func(x *attempt) bool { return x == a })
-			a.settle(r.resp, r.err, r.fired)
-			c.classify(a)
-			c.record(ctx, a)
-			c.learnFrom(ctx, a)
-			if len(inflight) == 0 || !a.Class.retryable() {
-				c.abandon(ctx, inflight, results, nil)
+		case res := <-r.results:
+			a := res.a
+			r.answered(a)
+			if res.panicked {
+				a.release()
+				r.abandon(c)
+				if res.p == nil {
+					runtime.Goexit()
+				}
+				panic(res.p)
+			}
+			c.settleHedged(ctx, a, res) // a panic of Classify's closes the body itself
+			holding = a
+			if len(r.inflight) == 0 || !a.Class.retryable() {
+				c.reportLost(r, ctx, nil)
+				holding = nil
 				return a, nil
 			}
 			// Others are still out: this failure is reported and discarded,
 			// and the round goes on. Its body is closed, not drained: a
 			// drain would hold back the answers of the others.
 			c.observe(ctx, &a.Attempt)
+			holding = nil
 			if a.Response != nil {
 				closeBody(a.Response.Body)
 			}
 			a.end()
 		case <-timer.C:
-			if c.sent >= limit || ctx.Err() != nil {
+			if c.sent >= limit || ctx.Err() != nil || !c.body.Hedgeable() {
 				continue
 			}
 			c.ensureState()
-			hb := c.state.hedgeBudget()
-			if !hb.allow(late) {
-				c.state.hedgeRefusals.Add(1)
+			if c.state == nil {
+				continue // past the bound on hosts with state: no budget to charge
+			}
+			hb := c.state.HedgeBudget()
+			if !hb.Allow(late) {
+				c.state.HedgeRefusals.Add(1)
 				if !late {
 					// Try once more at twice the delay, with the kept
 					// token: an attempt still out then is stuck, not slow.
@@ -245,40 +220,58 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 				continue // over the hedge budget; the round goes on without a hedge
 			}
 			late = false
-			body, err := c.body.next(c.sent + 1)
-			if err != nil {
-				hb.refund()
-				continue
+			body := c.req.Body
+			if c.body != nil {
+				var err error
+				if body, err = c.body.Next(ctx, true); err != nil {
+					hb.Refund()
+					if errors.Is(err, replay.ErrBusy) {
+						timer.Reset(c.delay) // Base is inside a Read of the caller's stream: try again later
+					}
+					continue
+				}
 			}
-			h := new(attempt)
-			if err := c.prepare(ctx, body, h, true, true); err != nil {
-				hb.refund()
+			if err := c.beginHedged(ctx, r, new(attempt), body, true); err != nil {
+				hb.Refund()
 				continue // the breaker or an overload control refused the hedge; the round goes on without it
 			}
 			c.hedges++
-			launch(h)
 			timer.Reset(c.delay)
 		case <-ctx.Done():
 			// The newest attempt stands for the round in RoundTrip's own
 			// report; the others are reported here.
-			last := inflight[len(inflight)-1]
+			last := r.inflight[len(r.inflight)-1]
 			stand := &attempt{Attempt: c.cut(last, ctx)}
-			c.abandon(ctx, inflight, results, ctx)
+			c.reportLost(r, ctx, ctx)
 			c.lastErr = stand.Err
 			return stand, nil
 		}
 	}
 }
 
-// ensureState creates the host's state, which a hedge is charged to and
-// adaptive hedging learns in.
-func (c *callState) ensureState() {
-	if c.state == nil && c.p.stateful() {
-		c.state = c.newState()
-		if c.state.budget != nil {
-			c.state.budget.Begin()
+// beginHedged runs the pipeline's admission for a, an attempt of round r
+// with body rc, and launches it. On a refusal a is released and the
+// *refusal returned.
+func (c *callState) beginHedged(ctx context.Context, r *round, a *attempt, rc io.ReadCloser, hedge bool) (err error) {
+	launched := false
+	defer func() {
+		if !launched {
+			a.release()
 		}
+	}()
+	if err := c.begin(ctx, a, rc, hedge, true); err != nil {
+		return err
 	}
+	r.launch(a)
+	launched = true
+	return nil
+}
+
+// settleHedged settles a, an attempt of a hedged round, releasing it
+// whatever happens, a panic of Classify included.
+func (c *callState) settleHedged(ctx context.Context, a *attempt, res result) {
+	defer a.release()
+	c.settle(ctx, a, res.resp, res.err, res.fired)
 }
 
 // cut describes attempt a, still in flight, as ended by ctx.
@@ -290,42 +283,49 @@ func (c *callState) cut(a *attempt, ctx context.Context) Attempt {
 	return r
 }
 
-// abandon cancels the attempts still in flight and reports each: as lost
-// to a faster attempt, or, when ctx is the caller's ended context, as cut
-// short by it (except the newest, which stands for the round). Their
-// bodies are closed in the background once Base returns.
-func (c *callState) abandon(ctx context.Context, inflight []*attempt, results <-chan result, ended context.Context) {
-	for i, a := range inflight {
-		a.lose()
-		c.censor(a)
-		if ended != nil && i == len(inflight)-1 {
+// reportLost reports each attempt still in flight as it is abandoned: as
+// lost to a faster attempt, or, when ended is the caller's ended context,
+// as cut short by it (except the newest, which stands for the round).
+func (c *callState) reportLost(r *round, ctx context.Context, ended context.Context) {
+	for i, a := range r.inflight {
+		if ended != nil && i == len(r.inflight)-1 {
 			continue
 		}
-		r := c.cut(a, ctx)
-		r.Class = ClassDefault
-		r.Err, r.Lost = errLost, true
+		rep := c.cut(a, ctx)
+		rep.Class = ClassDefault
+		rep.Err, rep.Lost = errLost, true
 		if ended != nil {
-			r.Err, r.Class, r.Lost = context.Cause(ended), ClassFatal, false
+			rep.Err, rep.Class, rep.Lost = context.Cause(ended), ClassFatal, false
 		}
-		c.observe(ctx, &r)
-	}
-	if len(inflight) > 0 {
-		go reap(results, len(inflight))
+		c.observe(ctx, &rep)
 	}
 }
 
-// reap waits for the answers of pending cancelled attempts, closes their
-// bodies and tells the breaker they do not count.
-func reap(results <-chan result, pending int) {
+// reap waits for the answers of pending cancelled attempts and releases
+// each: its body closed, its admission given back, its breaker trial not
+// counted. A panic of Base on an abandoned attempt's goroutine, or of its
+// response body's Close here, has no caller left to reach: it is logged,
+// with its value, at Error.
+func reap(results <-chan result, pending int, logPanic func(any)) {
 	for range pending {
-		r := <-results
-		if r.resp != nil {
-			closeBody(r.resp.Body)
+		res := <-results
+		a := res.a
+		a.Response = res.resp
+		if res.panicked && logPanic != nil {
+			logPanic(res.p)
 		}
-		if r.a.breakDone != nil {
-			r.a.breakDone(errBreakerExcluded)
-		}
-		r.a.adm.done(time.Now(), signalNone, nil, nil)
-		r.a.end()
+		releaseAbandoned(a, logPanic)
 	}
+}
+
+// releaseAbandoned releases a, an attempt whose call has returned: a
+// panic of Base's (a response body's Close) has no caller left to reach,
+// and is logged.
+func releaseAbandoned(a *attempt, logPanic func(any)) {
+	defer func() {
+		if p := recover(); p != nil && logPanic != nil {
+			logPanic(p)
+		}
+	}()
+	a.release()
 }

@@ -97,10 +97,10 @@ func TestAdaptiveHedgeLearnsTheDelay(t *testing.T) {
 		_, _ = hedgedCall(t, tr, t.Context())
 		st := tr.Stats()
 		require.Len(t, st, 1, "state at the first request")
-		assert.Equal(t, 1, st[0].LatencySamples)
-		assert.True(t, st[0].HasHedgeBudget)
-		assert.Equal(t, 4.0, st[0].HedgeTokens)
-		assert.Zero(t, st[0].HedgeDelay, "none before 100 samples")
+		assert.Equal(t, 1, st[0].Hedging.Samples)
+		assert.True(t, st[0].Hedging != nil)
+		assert.Equal(t, 4.0, st[0].Hedging.Tokens)
+		assert.Zero(t, st[0].Hedging.Delay, "none before 100 samples")
 
 		for i := 1; i < 150; i++ {
 			d, hedges := hedgedCall(t, tr, t.Context())
@@ -110,17 +110,17 @@ func TestAdaptiveHedgeLearnsTheDelay(t *testing.T) {
 			}
 		}
 		st = tr.Stats()
-		assert.Equal(t, 150, st[0].LatencySamples)
-		within(t, 10*time.Millisecond, st[0].LatencyP50, "median")
-		within(t, 20*time.Millisecond, st[0].HedgeDelay, "twice the median")
+		assert.Equal(t, 150, st[0].Hedging.Samples)
+		within(t, 10*time.Millisecond, st[0].Hedging.P50, "median")
+		within(t, 20*time.Millisecond, st[0].Hedging.Delay, "twice the median")
 
 		d, hedges := hedgedCall(t, tr, t.Context()) // call 150: stuck
 		assert.Equal(t, 1, hedges)
 		within(t, 30*time.Millisecond, d, "hedged after 20 ms, answered 10 ms later")
 		synctest.Wait()
 		st = tr.Stats()
-		assert.Equal(t, 151, st[0].LatencySamples, "the lost first attempt is a censored sample")
-		assert.Equal(t, 3.0, st[0].HedgeTokens, "the winning hedge was paid for")
+		assert.Equal(t, 151, st[0].Hedging.Samples, "the lost first attempt is a censored sample")
+		assert.Equal(t, 3.0, st[0].Hedging.Tokens, "the winning hedge was paid for")
 		assert.Equal(t, 152, base.attempts)
 	})
 }
@@ -137,7 +137,7 @@ func TestAdaptiveHedgeFallsBackToDelay(t *testing.T) {
 		d, hedges := hedgedCall(t, tr, t.Context())
 		assert.Equal(t, 1, hedges)
 		assert.Equal(t, 60*time.Millisecond, d)
-		assert.Equal(t, 0, tr.Stats()[0].LatencySamples, "a censored sample is dropped while there is no delay to compare it with")
+		assert.Equal(t, 0, tr.Stats()[0].Hedging.Samples, "a censored sample is dropped while there is no delay to compare it with")
 	})
 }
 
@@ -165,18 +165,18 @@ func TestAdaptiveHedgeSamples(t *testing.T) {
 		for range 10 {
 			_, _ = hedgedCall(t, tr, t.Context())
 		}
-		assert.Equal(t, 0, tr.Stats()[0].LatencySamples, "503s say nothing of how long an answer takes")
+		assert.Equal(t, 0, tr.Stats()[0].Hedging.Samples, "503s say nothing of how long an answer takes")
 		for range 10 {
 			_, _ = hedgedCall(t, tr, t.Context())
 		}
-		assert.Equal(t, 10, tr.Stats()[0].LatencySamples, "a 404 is an answer")
+		assert.Equal(t, 10, tr.Stats()[0].Hedging.Samples, "a 404 is an answer")
 		_, _ = hedgedCall(t, tr, httpretry.WithoutRetries(t.Context()))
 		_, _ = hedgedCall(t, tr, httpretry.WithPolicy(t.Context(), func(p *httpretry.Policy) {
 			p.Hedge = httpretry.HedgePolicy{Delay: time.Second}
 		}))
-		assert.Equal(t, 10, tr.Stats()[0].LatencySamples, "requests without adaptive hedging feed nothing")
+		assert.Equal(t, 10, tr.Stats()[0].Hedging.Samples, "requests without adaptive hedging feed nothing")
 		_, _ = hedgedCall(t, tr, t.Context())
-		assert.Equal(t, 11, tr.Stats()[0].LatencySamples)
+		assert.Equal(t, 11, tr.Stats()[0].Hedging.Samples)
 	})
 }
 
@@ -207,9 +207,9 @@ func TestAdaptiveHedgePerRequestSettings(t *testing.T) {
 		}
 		learn(200)
 		st := tr.Stats()[0]
-		within(t, 10*time.Millisecond, st.LatencyP50, "median")
-		within(t, 100*time.Millisecond, st.LatencyP95, "p95")
-		within(t, 100*time.Millisecond, st.HedgeDelay, "the p95 decides")
+		within(t, 10*time.Millisecond, st.Hedging.P50, "median")
+		within(t, 100*time.Millisecond, st.Hedging.P95, "p95")
+		within(t, 100*time.Millisecond, st.Hedging.Delay, "the p95 decides")
 
 		for _, tc := range []struct {
 			name string
@@ -327,7 +327,7 @@ func TestHedgeLateTakesTheKeptToken(t *testing.T) {
 			assert.Equal(t, 1, hedges, "on time %d", i+1)
 			assert.Equal(t, 11*time.Millisecond, d)
 		}
-		assert.InDelta(t, 1.08, tr.Stats()[0].HedgeTokens, 0.001, "4 − 3, plus 4 % for each of the two calls after the first hedge")
+		assert.InDelta(t, 1.08, tr.Stats()[0].Hedging.Tokens, 0.001, "4 − 3, plus 4 % for each of the two calls after the first hedge")
 		d, hedges := hedgedCall(t, tr, t.Context())
 		assert.Equal(t, 1, hedges)
 		assert.Equal(t, 21*time.Millisecond, d, "late, at twice the delay")

@@ -140,9 +140,9 @@ func TestHedgesAreNotChargedToTheRetryBudget(t *testing.T) {
 		httpretrytest.CheckBodiesClosed(t, reqs)
 		st := tr.Stats()
 		require.Len(t, st, 1)
-		assert.Equal(t, 10.0, st[0].BudgetAvailable, "the retry budget paid for none of them")
-		assert.True(t, st[0].HasHedgeBudget)
-		assert.Equal(t, 1.0, st[0].HedgeTokens, "the hedge budget paid for three, the winner included")
+		assert.Equal(t, 10.0, st[0].Budget.Available, "the retry budget paid for none of them")
+		assert.True(t, st[0].Hedging != nil)
+		assert.Equal(t, 1.0, st[0].Hedging.Tokens, "the hedge budget paid for three, the winner included")
 	})
 }
 
@@ -184,7 +184,7 @@ func TestHedgeCallerCancels(t *testing.T) {
 		assert.Error(t, err)
 		var re *httpretry.RetryError
 		require.ErrorAs(t, err, &re)
-		assert.Equal(t, httpretry.StopContext, re.Reason)
+		assert.Equal(t, httpretry.StopContext, re.Stop)
 		synctest.Wait()
 		reqs := base.Requests()
 		assert.Len(t, reqs, 2)

@@ -1,19 +1,30 @@
 package httpretry
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"net/url"
+	pathpkg "path"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/seedhq/httpretry/internal/breaker"
+	"github.com/seedhq/httpretry/internal/budget"
+	"github.com/seedhq/httpretry/internal/hoststate"
+	"github.com/seedhq/httpretry/internal/limiter"
+	"github.com/seedhq/httpretry/internal/pacer"
+	"github.com/seedhq/httpretry/internal/throttle"
 )
 
-// hostPort is a host and port as the Transport keys them: lower-case, IPv6
-// without brackets, the scheme's default port filled in. Hosts lookups and
-// per-host state both use it.
+// hostPort is a host and port as the Transport keys them: lower-case,
+// without the trailing dot of a fully qualified name, IPv6 without
+// brackets, the scheme's default port filled in. Hosts lookups, Hosts keys
+// and per-host state all use it, so that "pay.example.com." is the host
+// "pay.example.com" everywhere.
 type hostPort struct{ host, port string }
 
 // hostOf returns u's hostPort. It does not allocate unless the host has
@@ -23,7 +34,34 @@ func hostOf(u *url.URL) hostPort {
 	if port == "" {
 		port = defaultPort(u.Scheme)
 	}
-	return hostPort{strings.ToLower(u.Hostname()), port}
+	return hostPort{normalHost(u.Hostname()), port}
+}
+
+// normalHost is the one normalisation of a host name: lower case, and one
+// trailing dot (a fully qualified name, which resolves the same) dropped.
+func normalHost(h string) string {
+	if len(h) > 1 && h[len(h)-1] == '.' {
+		h = h[:len(h)-1]
+	}
+	return strings.ToLower(h)
+}
+
+// normalPath is the one normalisation of a request path for matching
+// Hosts keys: empty and "." segments dropped and ".." resolved, as a server
+// resolves them, so that "/v1//admin" and "/v1/./admin" match the key
+// "/v1/admin". A clean path, the common case, is returned as it is.
+func normalPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
+		return p
+	}
+	c := pathpkg.Clean("/" + p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 // String returns "host:port", or "host" for a scheme without a default
@@ -83,8 +121,8 @@ func (r *path) matches(p string) bool {
 // collects every error.
 func compileHosts(def Policy, hosts map[string]Policy) *hostTable {
 	t := &hostTable{}
-	errs := def.check(fieldPath(""))
-	if err := def.checkMerged(fieldPath("")); err != nil {
+	errs := def.check(policyPath())
+	if err := def.checkMerged(policyPath()); err != nil {
 		errs = append(errs, err)
 	}
 	t.fallback = compile(def)
@@ -98,18 +136,16 @@ func compileHosts(def Policy, hosts map[string]Policy) *hostTable {
 	var pathKeys []pathKey
 	for _, key := range slices.Sorted(maps.Keys(hosts)) {
 		raw := hosts[key]
-		where := fieldPath(key)
+		where := entryPath(key)
 		pat, prefix, err := t.patternOf(key)
 		if err != nil {
-			errs = append(errs, invalidf(where, "%v", err))
+			errs = append(errs, keyError(where, err))
 			continue
 		}
 		fieldErrs := raw.check(where)
 		if prefix != "" {
-			for _, name := range perHostFields {
-				if !fieldIsZero(&raw, name) {
-					fieldErrs = append(fieldErrs, invalidf(where+"."+name, "is per host: set it on the key without the path"))
-				}
+			for _, name := range raw.perHostSet() {
+				fieldErrs = append(fieldErrs, invalidf(under(where, name), "is per host: set it on the key without the path"))
 			}
 		}
 		errs = append(errs, fieldErrs...)
@@ -123,7 +159,7 @@ func compileHosts(def Policy, hosts map[string]Policy) *hostTable {
 			continue
 		}
 		merged := raw.inherit(def)
-		if err := merged.checkMerged(where); err != nil && def.checkMerged("") == nil {
+		if err := merged.checkMerged(where); err != nil && def.checkMerged(nil) == nil {
 			errs = append(errs, err)
 		}
 		pat.hostOnly = compile(merged)
@@ -133,7 +169,7 @@ func compileHosts(def Policy, hosts map[string]Policy) *hostTable {
 		k.r.under = make(map[*policy]*policy, len(parents))
 		for _, parent := range parents {
 			merged := k.pol.inherit(parent.src)
-			if err := merged.checkMerged(fieldPath(k.key)); err != nil && parent.src.checkMerged("") == nil {
+			if err := merged.checkMerged(entryPath(k.key)); err != nil && parent.src.checkMerged(nil) == nil {
 				errs = append(errs, err)
 			}
 			k.r.under[parent] = compile(merged)
@@ -152,18 +188,6 @@ func compileHosts(def Policy, hosts map[string]Policy) *hostTable {
 		t.err = joinUnique(errs)
 	}
 	return t
-}
-
-func fieldIsZero(p *Policy, name string) bool {
-	switch name {
-	case "NewBudget":
-		return p.NewBudget == nil
-	case "Breaker":
-		return p.Breaker == (BreakerPolicy{})
-	case "Overload":
-		return p.Overload == (OverloadPolicy{})
-	}
-	panic("httpretry: unknown per-host field " + name)
 }
 
 // pattern returns the pattern for host and port, creating it.
@@ -215,6 +239,18 @@ func (t *hostTable) allPatterns() []*pattern {
 	return append(all, t.wild...)
 }
 
+// errStarKey is the error of the key "*", which names Transport.Policy.
+var errStarKey = errors.New(`"*" matches every host`)
+
+// keyError is the PolicyError of the Hosts key at path, which patternOf
+// refused with err.
+func keyError(path []string, err error) *PolicyError {
+	if err == errStarKey {
+		return invalidf(path, "%v: set %s instead", err, settingRef(policyPath()))
+	}
+	return invalidf(path, "%v", err)
+}
+
 var errNotURL = errors.New(`a key is "host", "host:port" or "*.suffix", optionally followed by a path prefix such as "/v1/search", not a URL`)
 
 // splitKey splits a Hosts key into its host pattern and its path prefix
@@ -261,10 +297,11 @@ func splitPattern(key string) (host, port string, err error) {
 		}
 		host, port = h, p
 	}
+	host = normalHost(host)
 	name := strings.TrimPrefix(host, "*.")
 	switch {
 	case host == "*":
-		return "", "", errors.New(`"*" matches every host: set Transport.Policy instead`)
+		return "", "", errStarKey
 	case strings.Contains(name, "*"):
 		return "", "", errors.New(`a wildcard must be a leading "*." followed by a domain`)
 	case name == "" || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, ".."):
@@ -287,9 +324,7 @@ func (t *hostTable) lookup(h hostPort, p string) *policy {
 	if t.exact == nil && t.wild == nil {
 		return t.fallback
 	}
-	if p == "" {
-		p = "/"
-	}
+	p = normalPath(p)
 	var sel *path
 	// visit returns the policy once the pattern pat settles it.
 	visit := func(pat *pattern) *policy {
@@ -328,4 +363,61 @@ func (t *hostTable) lookup(h hostPort, p string) *policy {
 		return sel.under[t.fallback]
 	}
 	return t.fallback
+}
+
+// newState returns new state for host under p: its budget (NewBudget's;
+// none for NoBudget or a nil one), its breaker and overload controls, and,
+// when p hedges, its hedge budget, so that hedging keeps state even
+// without a budget.
+func (p *policy) newState(host string) *hoststate.State {
+	s := &hoststate.State{Key: host}
+	if p.newBudget == nil {
+		s.Budget = defaultBudget()
+	} else {
+		switch b := p.newBudget(host); b.(type) {
+		case nil:
+		case unlimited:
+			p.unbudgeted.Store(true) // NoBudget: the same for every host
+		default:
+			s.Budget = b
+		}
+	}
+	if p.breaker != nil {
+		s.Breaker = newBreaker(host, p.breaker)
+	}
+	if o := p.overload; o != nil {
+		if o.Throttle {
+			s.Throttle = throttle.New(throttle.Config{K: o.ThrottleK, Window: o.ThrottleWindow})
+		}
+		if o.Limit {
+			s.Limiter = limiter.New(limiter.Config{Max: o.LimitMax, Min: o.LimitMin, Queue: o.LimitQueue})
+		}
+		if o.Pace {
+			s.Pacer = pacer.New()
+		}
+	}
+	if p.hedge {
+		s.HedgeBudget()
+	}
+	return s
+}
+
+// newBreaker returns the breaker of host under p, its defaults resolved.
+func newBreaker(host string, p *BreakerPolicy) *breaker.Breaker {
+	return breaker.New(host, breaker.Config{
+		ConsecutiveFailures: p.ConsecutiveFailures,
+		FailureRatio:        p.FailureRatio,
+		MinRequests:         cmp.Or(p.MinRequests, defaultBreakerMinRequests),
+		Window:              cmp.Or(p.Window, defaultBreakerWindow),
+		OpenFor:             cmp.Or(p.OpenFor, defaultBreakerOpenFor),
+		HalfOpenAttempts:    p.HalfOpenAttempts,
+	})
+}
+
+// defaultBudget is the budget of a host whose policy leaves NewBudget nil:
+// DefaultBudget's engine, without the TokenBucket around it.
+func defaultBudget() *budget.TokenBucket {
+	b := new(budget.TokenBucket)
+	b.Init(0, 0, 0, 0)
+	return b
 }

@@ -166,7 +166,7 @@ func TestValidateListsEveryError(t *testing.T) {
 		`Transport.Hosts["b.example.com"].Breaker: no trip rule`,
 		`Transport.Hosts["c.example.com"].Breaker.FailureRatio: 2 is not in [0, 1]`,
 		`Transport.Hosts["d.example.com/v1?x=1"]: a path prefix has no query`,
-		`Transport.Hosts["e.example.com"].Backoff: backoff: cap 1ms below base 1s`,
+		`Transport.Hosts["e.example.com"].Backoff: cap 1ms below base 1s`,
 		`same host and path as another key`,
 		`Transport.Hosts["g.example.com:99999"]: bad port`,
 	} {
@@ -178,12 +178,53 @@ func TestValidateListsEveryError(t *testing.T) {
 	}
 	assert.Len(t, err.(interface{ Unwrap() []error }).Unwrap(), 12)
 
+	// Each carries its path as data, so a config format can name it in
+	// its own words without reading the text.
+	var paths [][]string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var pe *httpretry.PolicyError
+		require.True(t, errors.As(e, &pe), "%v", e)
+		paths = append(paths, pe.Path)
+	}
+	assert.Contains(t, paths, []string{"Policy", "Hedge", "MaxHedges"})
+	assert.Contains(t, paths, []string{"Hosts", "c.example.com", "Breaker", "FailureRatio"})
+	assert.Contains(t, paths, []string{"Hosts", "https://api.example.com"})
+
 	resp, rerr := tr.RoundTrip(get(t, t.Context()))
 	assert.Nil(t, resp)
 	assert.ErrorIs(t, rerr, httpretry.ErrInvalidPolicy)
 	var re *httpretry.RetryError
 	require.True(t, errors.As(rerr, &re))
-	assert.Equal(t, httpretry.StopInvalid, re.Reason)
+	assert.Equal(t, httpretry.StopInvalid, re.Stop)
 
 	assert.NoError(t, (&httpretry.Transport{}).Validate(), "the zero Transport is valid")
+}
+
+// A PolicyError's message names the settings it mentions through the
+// namer it is given, and an index in its path is a number.
+func TestPolicyErrorNamesSettings(t *testing.T) {
+	t.Parallel()
+	err := (&httpretry.Transport{Hosts: map[string]httpretry.Policy{
+		"*":             {},
+		"":              {},
+		"a.example.com": {Breaker: httpretry.BreakerPolicy{OpenFor: time.Second}, Keys: httpretry.KeyPolicy{Methods: []string{"POST", "GE T"}}},
+	}}).Validate()
+	require.Error(t, err)
+	byPath := map[string]*httpretry.PolicyError{}
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var pe *httpretry.PolicyError
+		require.True(t, errors.As(e, &pe))
+		byPath[strings.Join(pe.Path, "/")] = pe
+	}
+	upper := func(path []string) string { return strings.ToUpper(strings.Join(path, "/")) }
+	require.Contains(t, byPath, "Hosts/*")
+	assert.Equal(t, `"*" matches every host: set POLICY instead`, byPath["Hosts/*"].Message(upper))
+	assert.EqualError(t, byPath["Hosts/*"], `httpretry: invalid policy: Transport.Hosts["*"]: "*" matches every host: set Transport.Policy instead`)
+	require.Contains(t, byPath, "Hosts/a.example.com/Breaker")
+	assert.Equal(t, "no trip rule: set HOSTS/A.EXAMPLE.COM/BREAKER/CONSECUTIVEFAILURES or HOSTS/A.EXAMPLE.COM/BREAKER/FAILURERATIO (or HOSTS/A.EXAMPLE.COM/BREAKER/DISABLED)",
+		byPath["Hosts/a.example.com/Breaker"].Message(upper))
+	require.Contains(t, byPath, "Hosts/a.example.com/Keys/Methods/1")
+	assert.EqualError(t, byPath["Hosts/a.example.com/Keys/Methods/1"], `httpretry: invalid policy: Transport.Hosts["a.example.com"].Keys.Methods[1]: "GE T" is not a valid method`)
+	require.Contains(t, byPath, "Hosts/", "an empty key is a Hosts entry's, not Transport.Policy's")
+	assert.EqualError(t, byPath["Hosts/"], `httpretry: invalid policy: Transport.Hosts[""]: empty host pattern`)
 }

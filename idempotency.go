@@ -9,33 +9,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// KeyPolicy configures idempotency keys. A key is generated once per
-// RoundTrip and sent, unchanged, on every attempt and hedge; a key the
-// caller set is never replaced. In Hosts and WithPolicy, a zero KeyPolicy
-// inherits and a non-zero one replaces the inherited one as a whole.
-type KeyPolicy struct {
-	// Disabled turns key injection off. Requests that carry a key of their
-	// own are still treated as replayable.
-	Disabled bool
-
-	// Methods lists the methods that get a key. Nil means POST and PUT.
-	Methods []string
-
-	// Header names the header. "" means Idempotency-Key. Requests carrying
-	// this header, Idempotency-Key or X-Idempotency-Key count as keyed,
-	// everywhere: for replay, hedging, and a 409 being transient.
-	Header string
-
-	// New returns a fresh key. Nil means a random UUIDv4. It is called from
-	// many goroutines at once. An empty key, or one with control
-	// characters, fails the request with ErrInvalidPolicy.
-	New func() string
-
-	// Quoted sends the key as a structured-field string ("…"), as the IETF
-	// draft specifies, instead of the bare token most APIs expect.
-	Quoted bool
-}
-
 // replayableMethod reports whether RFC 9110 makes the method idempotent, so
 // sending it twice has the effect of sending it once (§ 9.2.2).
 func replayableMethod(method string) bool {
@@ -48,15 +21,42 @@ func replayableMethod(method string) bool {
 }
 
 // hasKey reports whether h carries an idempotency key under either of the
-// names net/http itself recognises.
+// names net/http itself recognises, in any case.
 func hasKey(h http.Header) bool {
-	return h["Idempotency-Key"] != nil || h["X-Idempotency-Key"] != nil
+	return hasHeader(h, "Idempotency-Key") || hasHeader(h, "X-Idempotency-Key")
 }
 
 // keyed reports whether req carries an idempotency key, under the policy's
-// header or either standard name.
+// header or either standard name, in any case.
 func (p *policy) keyed(req *http.Request) bool {
-	return hasKey(req.Header) || req.Header[p.keyHeader] != nil
+	return hasKey(req.Header) || hasHeader(req.Header, p.keyHeader)
+}
+
+// hasHeader reports whether h has the header canonical (a canonical name),
+// under that name or under any spelling of it: a caller may set
+// h["idempotency-key"] directly, and net/http sends it as it is. Header
+// names are matched this way everywhere the Transport reads a caller's.
+func hasHeader(h http.Header, canonical string) bool {
+	if h[canonical] != nil {
+		return true
+	}
+	for name := range h {
+		if len(name) == len(canonical) && strings.EqualFold(name, canonical) {
+			return true
+		}
+	}
+	return false
+}
+
+// setHeader sets the header canonical (a canonical name) of h, an attempt
+// request's own header, to v, removing any other spelling of it.
+func setHeader(h http.Header, canonical, v string) {
+	for name := range h {
+		if name != canonical && len(name) == len(canonical) && strings.EqualFold(name, canonical) {
+			delete(h, name)
+		}
+	}
+	h[canonical] = []string{v}
 }
 
 // replayable is the rule for sending a request more than once when the

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // observe reports one attempt to the OnAttempt hook and the Logger.
@@ -17,11 +20,15 @@ func (c *callState) observe(ctx context.Context, a *Attempt) {
 	if t.Logger == nil {
 		return
 	}
+	// A call that allowed one attempt (WithoutRetries, MaxAttempts 1) and
+	// failed exhausted no retries: the caller handles its failure, as
+	// without a Transport.
+	retriesOff := a.Stop == StopAttempts && c.p.maxAttempts == 1
 	level := slog.LevelInfo
 	switch {
 	case a.Stop == StopSuccess || a.Lost:
 		level = slog.LevelDebug
-	case !a.Retry && a.Stop != StopNone:
+	case !a.Retry && a.Stop != StopNone && !retriesOff:
 		level = slog.LevelWarn
 	}
 	if !t.Logger.Enabled(ctx, level) {
@@ -35,6 +42,9 @@ func (c *callState) observe(ctx context.Context, a *Attempt) {
 	)
 	if a.Hedge {
 		attrs = append(attrs, slog.Bool("hedge", true))
+	}
+	if a.Resume {
+		attrs = append(attrs, slog.Bool("resume", true))
 	}
 	if a.Response != nil {
 		attrs = append(attrs, slog.Int("status", a.Response.StatusCode))
@@ -51,6 +61,8 @@ func (c *callState) observe(ctx context.Context, a *Attempt) {
 		attrs = append(attrs, slog.Duration("delay", a.Delay), slog.String("delay_source", a.DelaySource.String()))
 	case a.Lost:
 		attrs = append(attrs, slog.Bool("lost", true))
+	case retriesOff:
+		attrs = append(attrs, slog.String("stop", "retries off"))
 	case a.Stop != StopNone:
 		attrs = append(attrs, slog.String("stop", a.Stop.String()))
 	}
@@ -82,9 +94,26 @@ func (c *callState) logRefusal(ctx context.Context, r *refusal) {
 	c.t.Logger.LogAttrs(ctx, slog.LevelWarn, msg, c.appendBudget(attrs)...)
 }
 
+// panicLogger returns what logs a panic of Base that has no caller left
+// to reach: on the goroutine of a hedged attempt abandoned to a faster
+// one, or in a discarded response body's Read after the drain stopped
+// waiting for it; nil without a Logger.
+func (c *callState) panicLogger() func(any) {
+	l := c.t.Logger
+	if l == nil {
+		return nil
+	}
+	method, url := methodOf(c.req.Method), redactURL(c.req.URL)
+	return func(p any) {
+		l.LogAttrs(context.Background(), slog.LevelError, "httpretry: Base panicked on an abandoned attempt",
+			slog.String("method", method), slog.String("url", url),
+			slog.String("panic", redactText(fmt.Sprint(p))))
+	}
+}
+
 func (c *callState) appendBudget(attrs []slog.Attr) []slog.Attr {
 	if c.state != nil {
-		if s, ok := c.state.budget.(fmt.Stringer); ok {
+		if s, ok := c.state.Budget.(fmt.Stringer); ok {
 			attrs = append(attrs, slog.String("budget", s.String()))
 		}
 	}
@@ -158,3 +187,56 @@ func redactText(s string) string {
 func isSchemeChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'
 }
+
+// Attempt describes one attempt that Base saw, and what RoundTrip decided
+// after it. Transport.OnAttempt receives one per attempt, hedges included.
+type Attempt struct {
+	Host     string         // the host's key for per-host state: lower-case "host:port", the scheme's default port filled in
+	N        int            // attempt number, 1 for the first
+	Request  *http.Request  // the attempt's request as sent: a clone of the caller's, with its idempotency key
+	Response *http.Response // the response, nil when Err is set
+	Err      error          // the attempt's error, nil when Response is set
+	Class    Class          // how the outcome was classified
+	Duration time.Duration  // from sending the request to receiving the response header or the error; 0 when not measured (nothing observes attempts and the caller's context has no deadline)
+	Hedge    bool           // sent alongside an earlier attempt that had not answered (see HedgePolicy)
+	Lost     bool           // cancelled unanswered because another attempt of its round answered first
+	Resume   bool           // a request for the rest of a response body whose read broke, sent while the caller reads it (see Policy.MaxResumes)
+	Retry    bool           // another attempt follows after Delay
+	Delay    time.Duration  // the wait before the next attempt, when Retry
+	// DelaySource says where Delay came from, when Retry.
+	DelaySource DelaySource
+	Stop        StopReason // why the call stopped after this attempt; StopNone when it did not
+}
+
+// DelaySource says where the wait before a retry came from.
+type DelaySource int
+
+var delayNames = [...]string{"none", "backoff", "retry-after", "ratelimit", "ratelimit-reset"}
+
+// String returns the source's name as used in logs and metrics.
+func (s DelaySource) String() string {
+	if s >= 0 && int(s) < len(delayNames) {
+		return delayNames[s]
+	}
+	return "DelaySource(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Call describes one RoundTrip once it has ended, for Transport.OnCall.
+type Call struct {
+	Host     string         // the host's key, as Attempt.Host; "" for an invalid request
+	Request  *http.Request  // the caller's request
+	Response *http.Response // what RoundTrip returns; nil when Err is set
+	Err      error          // what RoundTrip returns; nil when Response is set
+	Attempts int            // attempts Base saw, hedges included
+	Hedges   int            // attempts sent as hedges
+	Duration time.Duration  // from the start of RoundTrip until it returned
+	Stop     StopReason     // why the call stopped
+}
+
+const (
+	DelayNone        DelaySource = iota // no retry follows
+	DelayBackoff                        // the policy's backoff strategy
+	DelayRetryAfter                     // the response's Retry-After header
+	DelayRateLimit                      // the RateLimit header field's t parameter
+	DelayResetHeader                    // the header named by HintPolicy.ResetHeader
+)

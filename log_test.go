@@ -121,3 +121,23 @@ func TestLogRedactsURLsInErrors(t *testing.T) {
 		assert.Contains(t, out, "ftp://files.example.com/a?[redacted]")
 	})
 }
+
+// TestLoggingWithoutRetries: a call that allowed one attempt (a health
+// check under WithoutRetries) and got a 503 did not exhaust any retries:
+// its record says retries were off, at Info, not "attempts exhausted" at
+// Warn.
+func TestLoggingWithoutRetries(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	tr := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(503)), Logger: logger}
+	req, err := http.NewRequestWithContext(httpretry.WithoutRetries(t.Context()), http.MethodGet, "https://api.example.com/healthz", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	out := buf.String()
+	assert.Contains(t, out, `level=INFO msg="httpretry: attempt"`, out)
+	assert.Contains(t, out, `stop="retries off"`, out)
+	assert.NotContains(t, out, "exhausted", out)
+}

@@ -121,7 +121,7 @@ func TestInvalidRequests(t *testing.T) {
 			assert.ErrorIs(t, err, httpretry.ErrInvalidRequest)
 			var re *httpretry.RetryError
 			require.ErrorAs(t, err, &re)
-			assert.Equal(t, httpretry.StopInvalid, re.Reason)
+			assert.Equal(t, httpretry.StopInvalid, re.Stop)
 			assert.Zero(t, re.Attempts)
 			assert.Equal(t, 1, body.Closes())
 		})

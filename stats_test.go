@@ -3,6 +3,7 @@ package httpretry_test
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -67,10 +68,10 @@ func TestStatsWhileTrafficFlows(t *testing.T) {
 			if i > 0 {
 				require.Less(t, stats[i-1].Host, s.Host, "sorted by host, each once")
 			}
-			require.True(t, s.HasBudget)
-			require.True(t, s.HasBreaker)
-			require.GreaterOrEqual(t, s.BudgetAvailable, 0.0)
-			require.LessOrEqual(t, s.BudgetAvailable, s.BudgetCapacity)
+			require.True(t, s.Budget != nil)
+			require.True(t, s.Breaker != nil)
+			require.GreaterOrEqual(t, s.Budget.Available, 0.0)
+			require.LessOrEqual(t, s.Budget.Available, s.Budget.Capacity)
 			require.GreaterOrEqual(t, s.Attempts, int64(0))
 			require.GreaterOrEqual(t, s.Retries, int64(0))
 		}
@@ -98,10 +99,10 @@ func TestStatsCountRefusals(t *testing.T) {
 		}
 		stats := tr.Stats()
 		require.Len(t, stats, 1)
-		assert.Equal(t, int64(3), stats[0].BudgetRefusals)
+		assert.Equal(t, int64(3), stats[0].Budget.Refusals)
 		assert.Equal(t, int64(5), stats[0].Attempts)
 		assert.Equal(t, int64(2), stats[0].Retries)
-		assert.Zero(t, stats[0].BudgetAvailable)
+		assert.Zero(t, stats[0].Budget.Available)
 
 		tr = &httpretry.Transport{Base: hostsBase, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(0),
@@ -118,15 +119,15 @@ func TestStatsCountRefusals(t *testing.T) {
 		}
 		stats = tr.Stats()
 		require.Len(t, stats, 1)
-		assert.Equal(t, httpretry.BreakerOpen, stats[0].BreakerState)
-		assert.Equal(t, int64(3), stats[0].BreakerRefusals)
+		assert.Equal(t, httpretry.BreakerOpen, stats[0].Breaker.State)
+		assert.Equal(t, int64(3), stats[0].Breaker.Refusals)
 		assert.Equal(t, int64(3), stats[0].Attempts)
-		assert.False(t, stats[0].HasBudget)
-		assert.Zero(t, stats[0].BudgetRefusals)
+		assert.Nil(t, stats[0].Budget)
 	})
 }
 
-// TestStatsAllocatesOnlyItsSlice: one allocation per call, the slice.
+// TestStatsAllocatesOnlyItsSlice: two allocations per call, the slice and
+// the sections its hosts point into.
 func TestStatsAllocatesOnlyItsSlice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &httpretry.Transport{Base: hostsBase, Policy: httpretry.Policy{
@@ -137,25 +138,58 @@ func TestStatsAllocatesOnlyItsSlice(t *testing.T) {
 			sendTo(t, tr, fmt.Sprintf("down-%d.example.com", i))
 		}
 		require.Len(t, tr.Stats(), 100)
-		assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { tr.Stats() }))
+		assert.Equal(t, 2.0, testing.AllocsPerRun(100, func() { tr.Stats() }))
 	})
 }
 
 // BenchmarkStats takes a snapshot of a full table: 10,000 hosts with a
-// budget and a breaker each, the most a Transport keeps.
+// budget and a breaker each, the most a Transport keeps. Besides B/op and
+// allocs/op (a whole snapshot), it reports B/host and ns/host, the cost of
+// one host's entry. docs/observability.md quotes it:
+//
+//	go test -run '^$' -bench '^BenchmarkStats$' -benchmem -count 5 .
 func BenchmarkStats(b *testing.B) {
+	const hosts = 10_000
 	tr := &httpretry.Transport{Base: hostsBase, Policy: httpretry.Policy{
 		MaxAttempts: 1,
 		Breaker:     httpretry.BreakerPolicy{ConsecutiveFailures: 5},
 	}}
-	for i := range 10_000 {
+	for i := range hosts {
 		sendTo(b, tr, fmt.Sprintf("down-%d.example.com", i))
 	}
-	if n := len(tr.Stats()); n != 10_000 {
-		b.Fatalf("%d hosts with state, want 10,000", n)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	n := len(tr.Stats())
+	runtime.ReadMemStats(&after)
+	if n != hosts {
+		b.Fatalf("%d hosts with state, want %d", n, hosts)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		tr.Stats()
 	}
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/hosts, "B/host")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/hosts, "ns/host")
+}
+
+// With NoBudget and no breaker, overload control or hedging, a host's
+// failures leave nothing to keep: Stats lists no host, as docs/policy.md
+// says; with a budget, the same failures give the host state.
+func TestStatsListsNoHostWithNothingToKeep(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		down := httpretrytest.NewScript(httpretrytest.Status(503))
+		lean := &httpretry.Transport{Base: down, Policy: httpretry.Policy{Backoff: backoff.Constant(0), NewBudget: httpretry.NoBudget}}
+		budgeted := &httpretry.Transport{Base: down, Policy: httpretry.Policy{Backoff: backoff.Constant(0)}}
+		for _, tr := range []*httpretry.Transport{lean, budgeted} {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://api.example.com/", nil)
+			require.NoError(t, err)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		}
+		assert.Empty(t, lean.Stats(), "NoBudget and nothing else: no state")
+		assert.Len(t, budgeted.Stats(), 1, "a budget to keep: state at the first failure")
+	})
 }

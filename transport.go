@@ -1,12 +1,23 @@
 package httpretry
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/seedhq/httpretry/internal/freshconn"
+	"github.com/seedhq/httpretry/internal/hoststate"
+	"github.com/seedhq/httpretry/internal/latency"
+	"github.com/seedhq/httpretry/internal/replay"
+
 	"github.com/hashicorp/go-cleanhttp"
+	"github.com/seedhq/httpretry/backoff"
 )
 
 // Transport is an http.RoundTripper that retries transient failures.
@@ -22,6 +33,15 @@ type Transport struct {
 	// Base sends each attempt. Nil means a pooled transport from
 	// go-cleanhttp, created once for this Transport. Layers that must run
 	// once per attempt (request signing, auth, tracing) belong in Base.
+	//
+	// When Base is an *http.Transport (the default is one) without a
+	// MaxConnsPerHost, and the program is built with Go 1.26 or later, a
+	// retry after a failure that leaves an HTTP/2 connection in net/http's
+	// pool — a stream reset, or an attempt timeout on an https URL — is
+	// sent on a connection of its own (Transport.NewClientConn), closed
+	// when its response body is closed, so that it does not go back to
+	// the connection that failed. Any other Base, one that wraps an
+	// *http.Transport included, sends every attempt through its own pool.
 	Base http.RoundTripper
 
 	// Policy applies to requests that no key of Hosts matches, and is
@@ -52,7 +72,8 @@ type Transport struct {
 
 	// Logger, if non-nil, receives one record per attempt: Debug for an
 	// attempt that succeeds or a hedge that lost to a faster one, Info for
-	// one that is retried, Warn for a failure that ends retrying; and a
+	// one that is retried, Warn for a failure that ends retrying (Info, with
+	// stop="retries off", when the call allowed one attempt); and a
 	// Warn record for a retry or first attempt that was not sent (an
 	// overload control, the breaker or PrepareRetry refused it). Nil means
 	// silent. Records never carry userinfo, query values or header values,
@@ -61,8 +82,9 @@ type Transport struct {
 
 	// OnAttempt, if non-nil, is called once for each attempt Base saw,
 	// hedges included, with the decision taken about it, before any wait.
-	// It runs on the RoundTrip goroutine and must not read or close the
-	// response body or modify the request.
+	// It runs on the RoundTrip goroutine (for a resume, Attempt.Resume, on
+	// the goroutine reading the body, after RoundTrip returned) and must
+	// not read or close the response body or modify the request.
 	OnAttempt func(Attempt)
 
 	// OnCall, if non-nil, is called once per RoundTrip, just before it
@@ -73,23 +95,11 @@ type Transport struct {
 	// the RoundTrip goroutine and must not read or close the response body.
 	OnCall func(Call)
 
-	once     sync.Once
-	base     http.RoundTripper
-	hosts    *hostTable
-	states   hostStates
-	creating sync.Mutex // held while a host's state is created
-}
-
-// Call describes one RoundTrip once it has ended, for Transport.OnCall.
-type Call struct {
-	Host     string         // the host's key, as Attempt.Host; "" for an invalid request
-	Request  *http.Request  // the caller's request
-	Response *http.Response // what RoundTrip returns; nil when Err is set
-	Err      error          // what RoundTrip returns; nil when Response is set
-	Attempts int            // attempts Base saw, hedges included
-	Hedges   int            // attempts sent as hedges
-	Duration time.Duration  // from the start of RoundTrip until it returned
-	Stop     StopReason     // why the call stopped
+	once   sync.Once
+	base   http.RoundTripper
+	fresh  bool // base can give a retry a connection of its own
+	hosts  *hostTable
+	states hoststate.Table[hostPort]
 }
 
 func (t *Transport) init() {
@@ -98,6 +108,7 @@ func (t *Transport) init() {
 		if t.base == nil {
 			t.base = cleanhttp.DefaultPooledTransport()
 		}
+		t.fresh = freshconn.Supported(t.base)
 		t.hosts = compileHosts(t.Policy, t.Hosts)
 	})
 }
@@ -128,8 +139,367 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !c.began.IsZero() {
 			d = time.Since(c.began)
 		}
+		returned := false
+		defer func() {
+			if !returned && resp != nil {
+				closeQuietly(resp.Body) // OnCall panicked: the response never reaches the caller
+			}
+		}()
 		t.OnCall(Call{Host: c.host, Request: req, Response: resp, Err: err,
 			Attempts: c.sent, Hedges: c.hedges, Duration: d, Stop: c.stop})
+		returned = true
 	}
 	return resp, err
+}
+
+// callState is one RoundTrip in progress.
+type callState struct {
+	t        *Transport
+	req      *http.Request
+	p        *policy
+	h        hostPort
+	host     string           // h as "host:port", when observers need it
+	state    *hoststate.State // nil until the host needs state
+	body     *replay.Replay   // nil for a request without a body
+	Key      string           // the key the Transport added; "" for none
+	timed    bool             // observers want durations
+	deadline bool             // the caller's context has a deadline: attempts are timed to fit the next one before it
+	began    time.Time
+	delay    time.Duration      // the hedge delay; 0: no hedging
+	learn    *latency.Estimator // the host's latency, fed by the first attempt; nil when the call does not learn
+
+	sent, hedges int
+	lastStatus   int
+	lastErr      error          // the last attempt's error
+	last         Attempt        // the last attempt, for PrepareRetry
+	edited       *http.Request  // the request PrepareRetry last edited, for its round's hedges
+	held         *http.Response // the last response, drained into memory, while its retry is not yet sent
+	prevDelay    time.Duration  // the previous backoff delay, for decorrelated jitter
+	fresh        bool           // the next retry is to have a connection of its own (needsFreshConn)
+	reserved     bool           // a retry's cost is taken from the budget and not yet spent
+	reservedTO   bool           // ... as a timeout retry
+	timeoutRetry bool           // the last retry sent was charged as a timeout retry
+	stop         StopReason
+	logPanic     func(any) // what abandoned returned, made once
+	resuming     bool      // the attempt begun is a resume (resumeBody)
+}
+
+// abandoned returns what logs a panic of Base that no caller can reach
+// any more (panicLogger's), made at most once a call; nil without a Logger.
+func (c *callState) abandoned() func(any) {
+	if c.t.Logger == nil {
+		return nil
+	}
+	if c.logPanic == nil {
+		c.logPanic = c.panicLogger()
+	}
+	return c.logPanic
+}
+
+func (c *callState) roundTrip() (*http.Response, error) {
+	req := c.req
+	if err := checkRequest(req, c.t.Base == nil); err != nil {
+		if req != nil {
+			closeBody(req.Body)
+		}
+		return c.fail(&RetryError{Stop: StopInvalid, Err: err})
+	}
+	if err := c.t.hosts.err; err != nil {
+		closeBody(req.Body)
+		return c.fail(&RetryError{Stop: StopInvalid, Err: err})
+	}
+	ctx := req.Context()
+	c.h = hostOf(req.URL)
+	if c.timed {
+		c.host = c.h.String()
+	}
+	if ctx.Err() != nil {
+		closeBody(req.Body)
+		return c.fail((&RetryError{Stop: StopContext, Err: context.Cause(ctx)}).contextEnded(ctx))
+	}
+	_, c.deadline = ctx.Deadline()
+	c.p = c.t.hosts.lookup(c.h, req.URL.Path)
+	if fs := overridesFrom(ctx); fs != nil {
+		p, err := c.p.override(fs)
+		if err != nil {
+			closeBody(req.Body)
+			return c.fail(&RetryError{Stop: StopInvalid, Err: err})
+		}
+		c.p = p
+	}
+	if c.host == "" && c.p.prepareRetry != nil {
+		c.host = c.h.String() // PrepareRetry sees Attempt.Host
+	}
+	if c.p.needsKey(req) {
+		key, err := c.p.key()
+		if err != nil {
+			closeBody(req.Body)
+			return c.fail(&RetryError{Stop: StopInvalid, Err: err})
+		}
+		c.Key = key
+	}
+	c.body = replay.New(req, c.p.maxReplay, c.p.maxAttempts > 1, c.p.hedge)
+	defer c.body.End()
+	if c.keepsState() {
+		defer c.detach()
+		if s := c.t.states.Use(c.h); s != nil {
+			c.attach(s)
+			s.Touch(time.Now())
+		} else if c.p.overload != nil {
+			c.ensureState() // the overload controls learn from every attempt: state now
+		}
+	}
+	if c.p.hedge {
+		c.startHedging()
+	}
+	defer c.unreserve() // a retry whose cost was taken is not sent, whatever ends the call
+	return c.run(ctx)
+}
+
+// fail ends the call with e.
+func (c *callState) fail(e *RetryError) (*http.Response, error) {
+	c.stop = e.Stop
+	return nil, e
+}
+
+func (c *callState) run(ctx context.Context) (*http.Response, error) {
+	rc := c.req.Body
+	if c.body != nil {
+		rc = c.body.First()
+	}
+	var one attempt // the attempt in flight, when not hedging
+	// holding is the attempt whose answer the call holds and has not yet
+	// handed over or given up: a panic of a hook (OnAttempt, the Logger, a
+	// Backoff or a Budget of the caller's) on the way gives it up, so that
+	// its body and context do not outlive the call.
+	var holding *attempt
+	defer func() {
+		if holding != nil {
+			holding.abort()
+		}
+	}()
+	for {
+		var (
+			a   *attempt
+			err error
+		)
+		if c.delay > 0 && c.hedging() {
+			a, err = c.sendHedged(ctx, rc)
+		} else {
+			a, err = &one, c.sendOne(ctx, rc, &one)
+		}
+		if err != nil {
+			return c.refused(ctx, err)
+		}
+		rc = nil // later attempts get their body from the replay
+		holding = a
+		c.decide(ctx, a)
+		if a.Retry && a.Response != nil {
+			// Drain the response now, so its connection is reused during the
+			// wait, and keep it in memory in case the retry is not sent.
+			c.held = drain(ctx, a.Response, c.abandoned())
+			a.drained = true
+			a.end()
+			if !fits(ctx, a.Delay, a) {
+				c.unreserve()
+				a.Retry, a.Delay, a.DelaySource, a.Stop = false, 0, DelayNone, StopDeadline
+			}
+		}
+		if c.t.OnAttempt != nil || c.t.Logger != nil {
+			c.observe(ctx, &a.Attempt)
+		}
+		c.last = a.Attempt
+		if !a.Retry {
+			resp, err := c.finish(ctx, a) // the budget's Succeeded, a caller's, runs first
+			holding = nil
+			return resp, err
+		}
+		discard(ctx, a.Response, c.abandoned())
+		a.end()
+		holding = nil
+		if werr := backoff.Wait(ctx, a.Delay); werr != nil {
+			c.unreserve()
+			e := &RetryError{Attempts: c.sent, Err: a.Err, LastStatus: c.lastStatus, Stop: StopContext, Cause: werr}
+			if errors.Is(werr, backoff.ErrDeadline) {
+				e.Stop = StopDeadline
+			}
+			if ctx.Err() != nil {
+				e.contextEnded(ctx)
+			}
+			return c.fail(e)
+		}
+	}
+}
+
+// finish ends the call after attempt a, which decided it.
+func (c *callState) finish(ctx context.Context, a *attempt) (*http.Response, error) {
+	c.stop = a.Stop
+	if a.Stop == StopSuccess && c.state != nil && c.state.Budget != nil {
+		c.state.Budget.Succeeded(c.sent-c.hedges > 1, c.timeoutRetry) // hedges are not the retry budget's
+	}
+	switch {
+	case c.held != nil:
+		return c.held, nil // drained, whole, before the retry was called off
+	case a.Response != nil && !a.drained:
+		a.handOver()
+		if c.p.maxResumes > 0 {
+			c.resumable(a.Response)
+		}
+		return a.Response, nil
+	}
+	// No response, or one whose body was drained past what is kept: the
+	// caller gets the error, never a response that cannot be read.
+	a.end()
+	e := &RetryError{Attempts: c.sent, Err: a.Err, LastStatus: c.lastStatus, Stop: a.Stop}
+	switch a.Stop {
+	case StopDeadline:
+		e.Cause = backoff.ErrDeadline
+	case StopBudget:
+		e.Cause = ErrBudgetExhausted
+	case StopBreaker:
+		e.Cause = ErrCircuitOpen
+	}
+	if ctx.Err() != nil {
+		e.contextEnded(ctx)
+	}
+	return nil, e
+}
+
+// refused ends the call when its next attempt was refused: with the
+// response in hand if there is one, else with a RetryError. When the
+// caller's context ended first, the response is not returned, as after a
+// wait.
+func (c *callState) refused(ctx context.Context, err error) (*http.Response, error) {
+	c.unreserve()
+	r := err.(*refusal)
+	c.stop = r.reason
+	if r.reason != StopContext && r.reason != StopDeadline {
+		c.logRefusal(ctx, r)
+	}
+	if c.held != nil && ctx.Err() == nil {
+		return c.held, nil
+	}
+	e := &RetryError{Attempts: c.sent, Err: c.lastErr, LastStatus: c.lastStatus, Stop: r.reason, Cause: r.err}
+	if c.sent == 0 {
+		e.Err, e.Cause = r.err, nil
+	}
+	if ctx.Err() != nil {
+		e.contextEnded(ctx)
+	}
+	return nil, e
+}
+
+// keepsState reports whether the call's policy keeps state per host: a
+// budget, unless NewBudget is NoBudget (which newState finds out the first
+// time), a breaker, an overload control, hedging.
+func (c *callState) keepsState() bool {
+	return !c.p.lean || !c.p.unbudgeted.Load()
+}
+
+// ensureState gives the call its host's state, creating it if the host
+// has none, when the policy keeps state: a failure is to be counted, a
+// hedge charged, a latency learnt. Calls create one at a time, so that
+// calls whose first failures come at once share one state and NewBudget
+// is called once per host. Past the table's bound the call goes on
+// without state, as a host with fresh state would.
+func (c *callState) ensureState() {
+	if c.state != nil || !c.keepsState() {
+		return
+	}
+	if s := c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return c.p.newState(c.h.String()) }); s != nil {
+		c.attach(s)
+	}
+}
+
+// attach makes s, which the table counted as in use for the call (Use,
+// Create), the call's host state until the call ends (detach), so that the
+// table does not drop it meanwhile.
+func (c *callState) attach(s *hoststate.State) {
+	c.state = s
+	if s.Budget != nil {
+		s.Budget.Begin()
+	}
+}
+
+// detach ends the call's use of its host state.
+func (c *callState) detach() {
+	if c.state != nil {
+		c.state.Done()
+	}
+}
+
+// checkRequest rejects what no attempt could send, so that the failure is a
+// clear ErrInvalidRequest rather than a retried transport error. The scheme
+// is checked only when the Transport owns its Base, since a custom Base may
+// speak others.
+func checkRequest(req *http.Request, ownBase bool) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case req == nil:
+		return bad("nil request")
+	case req.URL == nil:
+		return bad("nil URL")
+	case req.Header == nil:
+		return bad("nil Header")
+	case req.URL.Host == "":
+		return bad("no host in URL")
+	case ownBase && !isHTTP(req.URL.Scheme):
+		return bad("unsupported scheme %q", req.URL.Scheme)
+	case req.Method != "" && !validToken(req.Method):
+		return bad("invalid method %q", req.Method)
+	case (req.Body == nil || req.Body == http.NoBody) && req.ContentLength > 0:
+		return bad("ContentLength is %d but there is no body", req.ContentLength)
+	}
+	for name, values := range req.Header {
+		if !validToken(name) {
+			return bad("invalid header name %q", name)
+		}
+		for _, v := range values {
+			if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+				return bad("invalid value for header %q", name)
+			}
+		}
+	}
+	return nil
+}
+
+func isHTTP(scheme string) bool {
+	return strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https")
+}
+
+// validToken reports whether s is an RFC 9110 token, the syntax of header
+// names and methods.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// closeBody closes rc if there is one. It is the one way this package
+// closes request and response bodies.
+func closeBody(rc io.ReadCloser) {
+	if rc != nil {
+		rc.Close()
+	}
+}
+
+// closeQuietly closes rc while a panic is on its way to the caller: a
+// panic of rc's own Close is dropped, so that the first one goes on.
+func closeQuietly(rc io.ReadCloser) {
+	defer func() { recover() }()
+	closeBody(rc)
+}
+
+func overridesFrom(ctx context.Context) overrides {
+	o, _ := ctx.Value(overridesKey{}).(overrides)
+	return o
 }

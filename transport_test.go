@@ -102,7 +102,7 @@ func TestErrorsWithoutResponse(t *testing.T) {
 			var re *httpretry.RetryError
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, 4, re.Attempts)
-			assert.Equal(t, httpretry.StopAttempts, re.Reason)
+			assert.Equal(t, httpretry.StopAttempts, re.Stop)
 			var op *net.OpError
 			assert.ErrorAs(t, err, &op)
 			assert.Contains(t, err.Error(), "4 attempts")
@@ -212,7 +212,7 @@ func TestContext(t *testing.T) {
 			assert.ErrorIs(t, err, context.Canceled)
 			var re *httpretry.RetryError
 			require.ErrorAs(t, err, &re)
-			assert.Equal(t, httpretry.StopContext, re.Reason)
+			assert.Equal(t, httpretry.StopContext, re.Stop)
 			assert.Equal(t, 503, re.LastStatus)
 			assert.Equal(t, 1, re.Attempts)
 			httpretrytest.CheckBodiesClosed(t, fake.Requests())

@@ -3,9 +3,11 @@ package httpretry
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 )
 
 // Validate reports every invalid Hosts key and Policy value of the
@@ -21,110 +23,123 @@ func (t *Transport) Validate() error {
 	return t.hosts.err
 }
 
-// invalidf returns an error wrapping ErrInvalidPolicy for the field at path.
-func invalidf(path, format string, args ...any) error {
-	return &fieldError{ErrInvalidPolicy, path, fmt.Sprintf(format, args...)}
+// invalidf returns the PolicyError of the setting at path. An argument
+// that is a settingRef is a setting the message names.
+func invalidf(path []string, format string, args ...any) *PolicyError {
+	return &PolicyError{Path: path, format: format, args: args}
+}
+
+// under returns path with elems appended, sharing nothing with path.
+func under(path []string, elems ...string) []string {
+	return append(slices.Clip(path), elems...)
 }
 
 // fieldErrors collects the errors of the fields under path.
 type fieldErrors struct {
-	path string
+	path []string
 	errs []error
 }
 
-// bad adds an error for the field of path called field.
-func (fe *fieldErrors) bad(field, format string, args ...any) {
-	fe.errs = append(fe.errs, invalidf(fe.path+"."+field, format, args...))
+// bad adds an error for the field of path called field: one name, or a
+// sub-policy's and its field's.
+func (fe *fieldErrors) bad(field []string, format string, args ...any) {
+	fe.errs = append(fe.errs, invalidf(under(fe.path, field...), format, args...))
 }
+
+// fields names a field of the struct at fe's path, for bad.
+func fields(names ...string) []string { return names }
+
+// ref names a setting of the struct at fe's path in a message.
+func (fe *fieldErrors) ref(names ...string) settingRef { return under(fe.path, names...) }
 
 // check reports the fields of p that are invalid on their own, each named
 // under path.
-func (p *Policy) check(path string) []error {
+func (p *Policy) check(path []string) []error {
 	fe := fieldErrors{path: path}
-	header := func(field, name string) {
+	header := func(field []string, name string) {
 		if name != "" && !validToken(name) {
 			fe.bad(field, "%q is not a valid header name", name)
 		}
 	}
 	if p.MaxAttempts < 0 {
-		fe.bad("MaxAttempts", "%d is negative", p.MaxAttempts)
+		fe.bad(fields("MaxAttempts"), "%d is negative", p.MaxAttempts)
 	}
 	if v, ok := p.Backoff.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
-			fe.bad("Backoff", "%v", err)
+			fe.bad(fields("Backoff"), "%s", oneLine(err, "backoff: "))
 		}
 	}
 	if p.MaxRetryAfter < 0 {
-		fe.bad("MaxRetryAfter", "%v is negative", p.MaxRetryAfter)
+		fe.bad(fields("MaxRetryAfter"), "%v is negative", p.MaxRetryAfter)
 	}
-	header("AttemptHeader", p.AttemptHeader)
-	header("Keys.Header", p.Keys.Header)
+	header(fields("AttemptHeader"), p.AttemptHeader)
+	header(fields("Keys", "Header"), p.Keys.Header)
 	for i, m := range p.Keys.Methods {
 		if !validToken(m) {
-			fe.bad(fmt.Sprintf("Keys.Methods[%d]", i), "%q is not a valid method", m)
+			fe.bad(fields("Keys", "Methods", strconv.Itoa(i)), "%q is not a valid method", m)
 		}
 	}
-	header("Hints.ShouldRetryHeader", p.Hints.ShouldRetryHeader)
-	header("Hints.ResetHeader", p.Hints.ResetHeader)
-	header("Hints.RemainingHeader", p.Hints.RemainingHeader)
+	header(fields("Hints", "ShouldRetryHeader"), p.Hints.ShouldRetryHeader)
+	header(fields("Hints", "ResetHeader"), p.Hints.ResetHeader)
+	header(fields("Hints", "RemainingHeader"), p.Hints.RemainingHeader)
 	if p.Hints.RemainingHeader != "" && p.Hints.ResetHeader == "" {
-		fe.bad("Hints.RemainingHeader", "is read only with ResetHeader, which is not set")
+		fe.bad(fields("Hints", "RemainingHeader"), "is read only with %s, which is not set", fe.ref("Hints", "ResetHeader"))
 	}
-	if f := p.Hints.ResetFormat; f != ResetDeltaSeconds && f != ResetEpochSeconds {
-		fe.bad("Hints.ResetFormat", "%d is not a known format", f)
+	if rf := p.Hints.ResetFormat; rf != ResetDeltaSeconds && rf != ResetEpochSeconds {
+		fe.bad(fields("Hints", "ResetFormat"), "%d is not a known format", rf)
 	}
 	if p.Hedge.Delay < 0 {
-		fe.bad("Hedge.Delay", "%v is negative", p.Hedge.Delay)
+		fe.bad(fields("Hedge", "Delay"), "%v is negative", p.Hedge.Delay)
 	}
 	if p.Hedge.MaxHedges < 0 {
-		fe.bad("Hedge.MaxHedges", "%d is negative", p.Hedge.MaxHedges)
+		fe.bad(fields("Hedge", "MaxHedges"), "%d is negative", p.Hedge.MaxHedges)
 	}
-	fe.errs = append(fe.errs, p.Hedge.check(path+".Hedge")...)
-	fe.errs = append(fe.errs, p.Breaker.check(path+".Breaker")...)
-	fe.errs = append(fe.errs, p.Overload.check(path+".Overload")...)
+	fe.errs = append(fe.errs, p.Hedge.check(under(path, "Hedge"))...)
+	fe.errs = append(fe.errs, p.Breaker.check(under(path, "Breaker"))...)
+	fe.errs = append(fe.errs, p.Overload.check(under(path, "Overload"))...)
 	return fe.errs
 }
 
 // checkMerged reports the combinations of fields that are invalid in the
 // policy that applies, p, which has inherited what it left zero.
-func (p *Policy) checkMerged(path string) error {
+func (p *Policy) checkMerged(path []string) error {
 	if p.AttemptHeader == "" {
 		return nil
 	}
 	ah := http.CanonicalHeaderKey(p.AttemptHeader)
 	kh := http.CanonicalHeaderKey(p.Keys.Header)
 	if ah == kh || ah == "Idempotency-Key" || ah == "X-Idempotency-Key" {
-		return invalidf(path+".AttemptHeader", "%q would overwrite idempotency keys with attempt numbers", p.AttemptHeader)
+		return invalidf(under(path, "AttemptHeader"), "%q would overwrite idempotency keys with attempt numbers", p.AttemptHeader)
 	}
 	return nil
 }
 
 // check reports the adaptive hedging settings that are invalid, or set
 // without Adaptive, where they would be ignored.
-func (h *HedgePolicy) check(path string) []error {
+func (h *HedgePolicy) check(path []string) []error {
 	fe := fieldErrors{path: path}
 	if q := h.Quantile; q != 0 && !(q > 0 && q < 1) {
-		fe.bad("Quantile", "%v is not in (0, 1)", q)
+		fe.bad(fields("Quantile"), "%v is not in (0, 1)", q)
 	}
 	if h.MinSamples < 0 {
-		fe.bad("MinSamples", "%d is negative", h.MinSamples)
+		fe.bad(fields("MinSamples"), "%d is negative", h.MinSamples)
 	}
 	if h.MinDelay < 0 {
-		fe.bad("MinDelay", "%v is negative", h.MinDelay)
+		fe.bad(fields("MinDelay"), "%v is negative", h.MinDelay)
 	}
 	if h.MaxDelay < 0 {
-		fe.bad("MaxDelay", "%v is negative", h.MaxDelay)
+		fe.bad(fields("MaxDelay"), "%v is negative", h.MaxDelay)
 	}
 	if h.MinDelay > 0 && h.MaxDelay > 0 && h.MinDelay > h.MaxDelay {
-		fe.bad("MinDelay", "%v is above MaxDelay (%v)", h.MinDelay, h.MaxDelay)
+		fe.bad(fields("MinDelay"), "%v is above %s (%v)", h.MinDelay, fe.ref("MaxDelay"), h.MaxDelay)
 	}
 	if !h.Adaptive && !h.Disabled && len(fe.errs) == 0 {
-		for _, f := range []struct {
+		for _, s := range []struct {
 			name string
 			set  bool
 		}{{"Quantile", h.Quantile != 0}, {"MinSamples", h.MinSamples != 0}, {"MinDelay", h.MinDelay != 0}, {"MaxDelay", h.MaxDelay != 0}} {
-			if f.set {
-				fe.bad(f.name, "is set without Adaptive, which it needs")
+			if s.set {
+				fe.bad(fields(s.name), "is set without %s, which it needs", fe.ref("Adaptive"))
 			}
 		}
 	}
@@ -132,62 +147,67 @@ func (h *HedgePolicy) check(path string) []error {
 }
 
 // check reports nonsense breaker settings.
-func (b *BreakerPolicy) check(path string) []error {
+func (b *BreakerPolicy) check(path []string) []error {
 	if b.Disabled || *b == (BreakerPolicy{}) {
 		return nil
 	}
 	fe := fieldErrors{path: path}
 	if b.ConsecutiveFailures < 0 {
-		fe.bad("ConsecutiveFailures", "%d is negative", b.ConsecutiveFailures)
+		fe.bad(fields("ConsecutiveFailures"), "%d is negative", b.ConsecutiveFailures)
 	}
 	if !(b.FailureRatio >= 0 && b.FailureRatio <= 1) || math.IsNaN(b.FailureRatio) {
-		fe.bad("FailureRatio", "%v is not in [0, 1]", b.FailureRatio)
+		fe.bad(fields("FailureRatio"), "%v is not in [0, 1]", b.FailureRatio)
 	}
 	if b.MinRequests < 0 {
-		fe.bad("MinRequests", "%d is negative", b.MinRequests)
+		fe.bad(fields("MinRequests"), "%d is negative", b.MinRequests)
 	}
 	if b.Window < 0 {
-		fe.bad("Window", "%v is negative", b.Window)
+		fe.bad(fields("Window"), "%v is negative", b.Window)
+	} else if b.Window > maxBreakerDuration {
+		fe.bad(fields("Window"), "%v is above %v", b.Window, maxBreakerDuration)
 	}
 	if b.OpenFor < 0 {
-		fe.bad("OpenFor", "%v is negative", b.OpenFor)
+		fe.bad(fields("OpenFor"), "%v is negative", b.OpenFor)
+	} else if b.OpenFor > maxBreakerDuration {
+		fe.bad(fields("OpenFor"), "%v is above %v", b.OpenFor, maxBreakerDuration)
 	}
 	if b.HalfOpenAttempts < 0 {
-		fe.bad("HalfOpenAttempts", "%d is negative", b.HalfOpenAttempts)
+		fe.bad(fields("HalfOpenAttempts"), "%d is negative", b.HalfOpenAttempts)
 	}
 	if b.ConsecutiveFailures == 0 && b.FailureRatio == 0 {
-		fe.errs = append(fe.errs, invalidf(path, "no trip rule: set ConsecutiveFailures or FailureRatio (or Disabled)"))
+		fe.errs = append(fe.errs, invalidf(path, "no trip rule: set %s or %s (or %s)",
+			fe.ref("ConsecutiveFailures"), fe.ref("FailureRatio"), fe.ref("Disabled")))
 	}
 	return fe.errs
 }
 
 // check reports nonsense overload settings, and tuning of a control that
 // is off, which would otherwise be silently ignored.
-func (o *OverloadPolicy) check(path string) []error {
+func (o *OverloadPolicy) check(path []string) []error {
 	if *o == (OverloadPolicy{}) {
 		return nil
 	}
 	fe := fieldErrors{path: path}
 	if k := o.ThrottleK; k != 0 && !(k >= 1 && !math.IsInf(k, 1)) {
-		fe.bad("ThrottleK", "%v is not a finite number of at least 1", k)
+		fe.bad(fields("ThrottleK"), "%v is not a finite number of at least 1", k)
 	}
 	if o.ThrottleWindow < 0 {
-		fe.bad("ThrottleWindow", "%v is negative", o.ThrottleWindow)
+		fe.bad(fields("ThrottleWindow"), "%v is negative", o.ThrottleWindow)
 	}
 	if o.LimitMax < 0 {
-		fe.bad("LimitMax", "%d is negative", o.LimitMax)
+		fe.bad(fields("LimitMax"), "%d is negative", o.LimitMax)
 	}
 	if o.LimitMin < 0 {
-		fe.bad("LimitMin", "%d is negative", o.LimitMin)
+		fe.bad(fields("LimitMin"), "%d is negative", o.LimitMin)
 	} else if m := cmp.Or(o.LimitMax, defaultLimitMax); o.LimitMin > m {
-		fe.bad("LimitMin", "%d is above LimitMax (%d)", o.LimitMin, m)
+		fe.bad(fields("LimitMin"), "%d is above %s (%d)", o.LimitMin, fe.ref("LimitMax"), m)
 	}
 	if o.Disabled {
 		return fe.errs
 	}
 	tuned := func(field string, set bool, control string, on bool) {
 		if set && !on {
-			fe.bad(field, "is set but %s is off", control)
+			fe.bad(fields(field), "is set but %s is off", fe.ref(control))
 		}
 	}
 	tuned("ThrottleK", o.ThrottleK != 0, "Throttle", o.Throttle)
@@ -213,10 +233,22 @@ func joinUnique(errs []error) error {
 	return errors.Join(out...)
 }
 
-// fieldPath names a Hosts entry in errors.
-func fieldPath(key string) string {
-	if key == "" {
-		return "Transport.Policy"
+// policyPath is the path of Transport.Policy in errors.
+func policyPath() []string { return []string{"Policy"} }
+
+// entryPath is the path of a Hosts entry in errors.
+func entryPath(key string) []string { return []string{"Hosts", key} }
+
+// oneLine writes err, which may join several, on one line, each part
+// without prefix: the path of the error it goes in already says it.
+func oneLine(err error, prefix string) string {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
 	}
-	return fmt.Sprintf("Transport.Hosts[%q]", key)
+	parts := make([]string, len(errs))
+	for i, e := range errs {
+		parts[i] = strings.TrimPrefix(e.Error(), prefix)
+	}
+	return strings.Join(parts, "; ")
 }

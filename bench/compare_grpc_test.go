@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -337,6 +338,12 @@ func TestCompareGRPCBackoff(t *testing.T) {
 // deadline, which the call then fails with. A negative pushback stops
 // retrying at once. A pushback of 0 replaces the backoff (10 s here): all
 // 5 attempts are made at once.
+//
+// Server and channel live in a synctest bubble: the deadline runs on its
+// clock, which moves only while every goroutine of both waits, so the
+// connection's set-up and the first attempt take none of the 20 ms however
+// loaded the machine is, and the deadline can only expire in the wait the
+// pushback started.
 func TestCompareGRPCPushback(t *testing.T) {
 	cases := []struct {
 		pushback string
@@ -350,17 +357,19 @@ func TestCompareGRPCPushback(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.pushback, func(t *testing.T) {
-			g := newGRPC(t, serviceConfig(retryPolicy(5, c.backoff), ""))
-			g.srv.pushback = c.pushback
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-			defer cancel()
-			if c.pushback == "0" {
-				ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+			synctest.Test(t, func(t *testing.T) {
+				g := newGRPC(t, serviceConfig(retryPolicy(5, c.backoff), ""))
+				g.srv.pushback = c.pushback
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 				defer cancel()
-			}
-			err := g.check(ctx)
-			assert.Equal(t, c.code, status.Code(err), "%v", err)
-			assert.Len(t, g.srv.take(), c.attempts)
+				if c.pushback == "0" {
+					ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+				}
+				err := g.check(ctx)
+				assert.Equal(t, c.code, status.Code(err), "%v", err)
+				assert.Len(t, g.srv.take(), c.attempts)
+			})
 		})
 	}
 }
@@ -369,21 +378,24 @@ func TestCompareGRPCPushback(t *testing.T) {
 // the call's deadline (its source says as much, in a TODO): with a 10 s
 // backoff and 20 ms left, the call waits out its deadline and fails
 // DEADLINE_EXCEEDED instead of returning the UNAVAILABLE it had. The call
-// returns no earlier than the context's own deadline (compared on the
-// monotonic clock, so no start time taken after the deadline was set can
-// make it look early), and the server answered its one attempt UNAVAILABLE.
+// returns no earlier than the context's own deadline, and the server
+// answered its one attempt UNAVAILABLE. In a synctest bubble, as
+// TestCompareGRPCPushback is, so that the deadline is not spent on the
+// channel's set-up and the first attempt.
 func TestCompareGRPCDeadline(t *testing.T) {
-	g := newGRPC(t, serviceConfig(retryPolicy(5, "10s"), ""))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
-	err := g.check(ctx)
-	returned := time.Now()
-	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
-	assert.False(t, returned.Before(deadline), "returned %v before the deadline", deadline.Sub(returned))
-	got := g.srv.take()
-	require.Len(t, got, 1, "one attempt, then the wait")
-	assert.True(t, got[0].failed, "answered UNAVAILABLE: the status the call had before it waited")
+	synctest.Test(t, func(t *testing.T) {
+		g := newGRPC(t, serviceConfig(retryPolicy(5, "10s"), ""))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		deadline, _ := ctx.Deadline()
+		err := g.check(ctx)
+		returned := time.Now()
+		assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+		assert.False(t, returned.Before(deadline), "returned %v before the deadline", deadline.Sub(returned))
+		got := g.srv.take()
+		require.Len(t, got, 1, "one attempt, then the wait")
+		assert.True(t, got[0].failed, "answered UNAVAILABLE: the status the call had before it waited")
+	})
 }
 
 // TestCompareGRPCRetriesProcessedCalls: gRPC has no notion of a

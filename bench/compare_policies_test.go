@@ -177,7 +177,7 @@ func TestCompareBreakerOpen(t *testing.T) {
 		assert.Equal(t, 6, srv.received(), "nothing sent")
 		var re *httpretry.RetryError
 		require.ErrorAs(t, err, &re)
-		assert.Equal(t, httpretry.StopBreaker, re.Reason)
+		assert.Equal(t, httpretry.StopBreaker, re.Stop)
 		assert.Zero(t, re.Attempts)
 		assert.Len(t, stops, 6, "no attempt, so no OnAttempt call")
 	})

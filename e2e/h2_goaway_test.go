@@ -88,7 +88,7 @@ func goawayUnderLoad(t *testing.T, mode string) {
 				switch {
 				case errors.As(r.err, &re):
 					key = kind + " error"
-					errs[fmt.Sprintf("%v (%v)", re.Err, re.Reason)]++
+					errs[fmt.Sprintf("%v (%v)", re.Err, re.Stop)]++
 				case r.err != nil:
 					// The response was the caller's; its body was cut
 					// after: past the point where any retry can help.

@@ -54,7 +54,7 @@ func TestHostileResponses(t *testing.T) {
 					figure(t, "Hostile responses", "trickling 503 body: the drain was cut short in time, retry after %v", o.elapsed.Round(time.Millisecond))
 				case errors.As(o.err, &re) && errors.Is(o.err, context.DeadlineExceeded):
 					figure(t, knownProblems, "the drain of a discarded response is bounded in bytes (64 KiB) but not in time: a 503 whose body trickles (1 byte / 50 ms) held the call until the caller's 3s deadline (%v, %q); AttemptTimeout (200ms) does not bound it, and a caller without a deadline waits until 64 KiB have trickled in",
-						o.elapsed.Round(time.Millisecond), re.Reason)
+						o.elapsed.Round(time.Millisecond), re.Stop)
 					{ // a regression of a fixed bug
 						t.Errorf("the drain of a trickling body took %v: want it bounded by AttemptTimeout", o.elapsed)
 					}

@@ -175,6 +175,7 @@ type hostileOutcome struct {
 	body    string
 	err     error
 	recs    []attemptRec
+	call    httpretry.StopReason // why the call stopped, as OnCall said
 	elapsed time.Duration
 }
 
@@ -206,13 +207,15 @@ func runHostile(t *testing.T, section string, cases []hostileCase) {
 				}
 				rec := &recorder{}
 				rt := rec.transport(freshBase(t), tc.policy)
+				var call httpretry.StopReason
+				rt.OnCall = func(c httpretry.Call) { call = c.Stop }
 				if tc.ownBase {
 					rt.Base = nil
 					defer rt.CloseIdleConnections()
 				}
 				start := time.Now()
 				resp, err := rt.RoundTrip(req)
-				o := &hostileOutcome{id: id, h: h, resp: resp, err: err, recs: rec.all()}
+				o := &hostileOutcome{id: id, h: h, resp: resp, err: err, recs: rec.all(), call: call}
 				switch {
 				case resp != nil && err != nil:
 					t.Fatalf("both a response and an error: %v", err)
@@ -250,14 +253,7 @@ func (o *hostileOutcome) summary() string {
 	} else {
 		out = "error: " + o.err.Error()
 	}
-	stop := "none"
-	var re *httpretry.RetryError
-	switch {
-	case errors.As(o.err, &re):
-		stop = re.Reason.String()
-	case len(o.recs) > 0:
-		stop = o.recs[len(o.recs)-1].stop.String()
-	}
+	stop := o.call.String()
 	return fmt.Sprintf("%s; %d attempt(s), %d reached the server, stop: %s, %v",
 		out, len(o.recs), o.h.hitsOf(o.id), stop, o.elapsed.Round(time.Millisecond))
 }
@@ -273,13 +269,14 @@ func (o *hostileOutcome) requireErr(t *testing.T, target error, attempts int, st
 	if target != nil && !errors.Is(o.err, target) {
 		t.Errorf("error %v: want one that errors.Is %v", o.err, target)
 	}
-	if re.Attempts != attempts || re.Reason != stop {
-		t.Errorf("%d attempts, reason %v: want %d, %v", re.Attempts, re.Reason, attempts, stop)
+	if re.Attempts != attempts || re.Stop != stop {
+		t.Errorf("%d attempts, reason %v: want %d, %v", re.Attempts, re.Stop, attempts, stop)
 	}
 }
 
-// requireStatus checks the final status, the attempts and the last
-// attempt's stop reason.
+// requireStatus checks the final status, the attempts and why the call
+// stopped: on the last attempt, or, for a retry that was decided and then
+// not sent (its body could not be had), on the call.
 func (o *hostileOutcome) requireStatus(t *testing.T, status, attempts int, stop httpretry.StopReason) {
 	t.Helper()
 	if o.resp == nil || o.resp.StatusCode != status {
@@ -288,8 +285,9 @@ func (o *hostileOutcome) requireStatus(t *testing.T, status, attempts int, stop 
 	if len(o.recs) == 0 {
 		t.Fatalf("no attempt recorded: want %d", attempts)
 	}
-	if len(o.recs) != attempts || o.recs[len(o.recs)-1].stop != stop {
-		t.Errorf("%d attempts, stop %v: want %d, %v", len(o.recs), o.recs[len(o.recs)-1].stop, attempts, stop)
+	last := o.recs[len(o.recs)-1].stop
+	if len(o.recs) != attempts || o.call != stop || last != stop && last != httpretry.StopNone {
+		t.Errorf("%d attempts, stop %v (the call's: %v): want %d, %v", len(o.recs), last, o.call, attempts, stop)
 	}
 }
 

@@ -30,6 +30,7 @@ var sections = []string{
 	"HTTP/2 over TLS",
 	"Hostile headers",
 	"Hostile bodies",
+	"Uploads",
 	"Hostile responses",
 	"Hostile URLs and policies",
 	knownProblems,

@@ -20,9 +20,10 @@ type upstream struct {
 	tls  *tls.Config       // nil: plain HTTP/1.1
 	h2   *http.HTTP2Config // HTTP/2 settings, with tls
 
-	mu   sync.Mutex
-	srv  *http.Server
-	done chan struct{} // closed when the running server's Serve returns
+	mu    sync.Mutex
+	srv   *http.Server
+	done  chan struct{}   // closed when the running server's Serve returns
+	conns *sync.WaitGroup // the running server's connections not yet closed, their goroutines included
 }
 
 // startUpstream starts h on a free loopback port; the test's end kills it.
@@ -55,7 +56,23 @@ func (u *upstream) start() error {
 		return err
 	}
 	u.addr = ln.Addr().String()
-	srv := &http.Server{Handler: u.h, ReadHeaderTimeout: 5 * time.Second, HTTP2: u.h2}
+	// Each server counts its own connections: a kill still waiting for
+	// the old server's must not see the new one's (a WaitGroup reused
+	// while a Wait is under way is a race).
+	conns := new(sync.WaitGroup)
+	srv := &http.Server{Handler: u.h, ReadHeaderTimeout: 5 * time.Second, HTTP2: u.h2,
+		// A connection's goroutine ends right after it reports
+		// StateClosed, which can be 500 ms after Close when the server
+		// closes a connection whose request body it did not read
+		// (closeWriteAndWait): kill waits for that.
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			switch state {
+			case http.StateNew:
+				conns.Add(1)
+			case http.StateHijacked, http.StateClosed:
+				conns.Done()
+			}
+		}}
 	if u.tls != nil {
 		srv.TLSConfig = u.tls.Clone()
 	}
@@ -68,7 +85,7 @@ func (u *upstream) start() error {
 		}
 		srv.Serve(ln)
 	}()
-	u.srv, u.done = srv, done
+	u.srv, u.done, u.conns = srv, done, conns
 	return nil
 }
 
@@ -76,12 +93,13 @@ func (u *upstream) start() error {
 // crash would.
 func (u *upstream) kill() {
 	u.mu.Lock()
-	srv, done := u.srv, u.done
+	srv, done, conns := u.srv, u.done, u.conns
 	u.srv = nil
 	u.mu.Unlock()
 	if srv != nil {
 		srv.Close()
 		<-done
+		conns.Wait()
 	}
 }
 

@@ -191,7 +191,7 @@ func (c *soakCounts) one(t *testing.T, rts soakTransports, url string, i int) {
 	var re *httpretry.RetryError
 	switch {
 	case r.err != nil && asRetryError(r.err, &re):
-		outcome = fmt.Sprintf("%s error (%v)", kind, re.Reason)
+		outcome = fmt.Sprintf("%s error (%v)", kind, re.Stop)
 	case r.err != nil:
 		outcome += " (body cut)" // after RoundTrip returned: no retry can help
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seedhq/httpretry/statuspage"
 	"image"
 	"image/png"
 	"net"
@@ -22,7 +23,7 @@ import (
 	"github.com/seedhq/httpretry/backoff"
 )
 
-// TestStatusPageInChromium renders httpretry.StatusHandler in headless
+// TestStatusPageInChromium renders statuspage.Handler in headless
 // Chromium after real traffic: upstreams on loopback, named through the
 // dialer, one of them nginx answering 502 for a dead upstream. It checks
 // the table Chromium built (the order of the rows, the states, the budget
@@ -37,7 +38,7 @@ import (
 func TestStatusPageInChromium(t *testing.T) {
 	browser := chromium(t)
 	tr := troubledHosts(t)
-	page := httptest.NewServer(httpretry.StatusHandler(tr))
+	page := httptest.NewServer(statuspage.Handler(tr))
 	t.Cleanup(page.Close)
 
 	// One run both builds the DOM and draws it: Chromium starts in
@@ -161,7 +162,7 @@ func troubledHosts(t *testing.T) *httpretry.Transport {
 	get("api.payments.example")      // three 503s: open for an hour
 	get("api.payments.example")      // refused
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if s := stateOf(tr, "search.example:80"); s.BreakerState == httpretry.BreakerHalfOpen {
+		if s := stateOf(tr, "search.example:80"); s.Breaker != nil && s.Breaker.State == httpretry.BreakerHalfOpen {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"runtime"
 	"sync/atomic"
 	"weak"
 
@@ -55,7 +54,10 @@ const (
 	// …). Only on the attempt that ended the call, and on the call.
 	StopReason = attribute.Key("httpretry.stop.reason")
 	// RefusalReason says which guard refused an attempt: "budget" (the
-	// host's retry budget) or "breaker" (its circuit breaker).
+	// host's retry budget), "breaker" (its circuit breaker), or one of the
+	// overload controls of httpretry.OverloadPolicy: "throttle" (adaptive
+	// throttling), "limit" (the adaptive concurrency limit) or "pace"
+	// (pacing by the host's rate limit).
 	RefusalReason = attribute.Key("httpretry.refusal.reason")
 )
 
@@ -80,11 +82,24 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // Instrument records OpenTelemetry metrics of t: a counter of attempts,
 // histograms of attempt and call durations and of the waits before
-// retries, a counter of attempts the retry budget or the circuit breaker
-// refused, and gauges of each host's budget level and breaker state. It
+// retries, a counter of attempts a guard refused (the retry budget, the
+// circuit breaker, an overload control), and gauges of each host's budget
+// level, breaker state, throttling probability and concurrency limit. It
 // sets t.OnAttempt and t.OnCall, calling the hooks already there first,
-// and registers a callback that reads t.Stats when the metrics are
-// collected; the callback goes away with t.
+// and registers a callback that reads the gauges when the metrics are
+// collected, from the 200 hosts most in trouble (t.StatsPage), whatever
+// the number of hosts.
+//
+// The callback holds t weakly, so that instrumenting a Transport does not
+// keep it alive: once t is unreachable, its gauges are no longer observed
+// (only reachability counts, not scope: a variable that still names t
+// keeps it only up to its last use; a Transport an http.Client sends with
+// is reachable as long as the client is). Its counters go on reporting
+// what it counted, so that a cumulative counter never goes backwards, as
+// a backend would read a reset: the callback, and a few kilobytes of
+// counts and attribute sets, stay registered with the MeterProvider for as
+// long as it lives. Instrument the Transports a process keeps, not one per
+// request.
 //
 // Call it once per Transport, before the Transport's first use: like any
 // field of a Transport, the hooks must not change once requests flow.
@@ -113,11 +128,9 @@ func Instrument(t *httpretry.Transport, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	reg, err := m.register(weak.Make(t))
-	if err != nil {
+	if _, err := m.register(weak.Make(t)); err != nil {
 		return err
 	}
-	runtime.AddCleanup(t, func(r metric.Registration) { _ = r.Unregister() }, reg)
 
 	if prev := t.OnAttempt; prev != nil {
 		t.OnAttempt = func(a httpretry.Attempt) { prev(a); m.attempt(a) }

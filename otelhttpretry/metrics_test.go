@@ -26,11 +26,19 @@ import (
 // instrumented returns t instrumented with a MeterProvider whose manual
 // reader the returned function collects: each point as
 // "name{attributes}", histograms as name_count and name_sum.
+//
+// tr is kept reachable until the test ends. Instrument holds it weakly and
+// its metrics end with it, and a test typically stops using tr before its
+// last collection; without this, a garbage collection in between (one run
+// in a hundred or so, more with GOGC=1) would take their series away. A
+// program's Transport stays reachable through the client that sends with
+// it.
 func instrumented(t *testing.T, tr *httpretry.Transport) func() map[string]float64 {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	require.NoError(t, otelhttpretry.Instrument(tr, otelhttpretry.WithMeterProvider(mp)))
+	t.Cleanup(func() { runtime.KeepAlive(tr) })
 	return func() map[string]float64 {
 		var rm metricdata.ResourceMetrics
 		require.NoError(t, reader.Collect(context.Background(), &rm))
@@ -323,6 +331,38 @@ func TestMetricsAttributesAreBounded(t *testing.T) {
 	})
 }
 
+// TestMetricsOtherHostsReportTheirWorst: the gauges of the hosts past the
+// hundredth are one series, server.address "_OTHER", and it reports the
+// worst of them: the lowest budget level among those hosts.
+func TestMetricsOtherHostsReportTheirWorst(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		down := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Request: req}, nil
+		})
+		tr := &httpretry.Transport{Base: down, Policy: httpretry.Policy{MaxAttempts: 2, Backoff: backoff.Constant(0)}}
+		collect := instrumented(t, tr)
+		for i := range 120 {
+			send(t, tr, http.MethodGet, fmt.Sprintf("https://h%03d.example.com/", i))
+		}
+		for range 5 { // h110 spends more of its budget than any other host
+			send(t, tr, http.MethodGet, "https://h110.example.com/")
+		}
+		worst := 1.0
+		for _, s := range tr.Stats() {
+			var i int
+			fmt.Sscanf(s.Host, "h%03d.", &i)
+			if i >= 100 && s.Budget != nil && s.Budget.Capacity > 0 {
+				worst = min(worst, s.Budget.Available/s.Budget.Capacity)
+			}
+		}
+		require.Less(t, worst, 1.0, "h110's budget was spent")
+		levels := only(collect(), "httpretry.budget.level")
+		assert.InDelta(t, worst, levels[key("httpretry.budget.level", "server.address=_OTHER")], 1e-9,
+			"_OTHER reports the lowest level among the hosts past the hundredth")
+	})
+}
+
 // TestMetricsServerPort: server.port is left out for 80 and 443, as the
 // conventions allow for a scheme's default, and kept for any other.
 func TestMetricsServerPort(t *testing.T) {
@@ -395,9 +435,43 @@ func TestGaugesEndWithTheTransport(t *testing.T) {
 		require.NoError(t, otelhttpretry.Instrument(tr, otelhttpretry.WithMeterProvider(mp)))
 		send(t, tr, http.MethodGet, "https://api.example.com/")
 		require.Len(t, only(collect(), "httpretry.budget.level"), 1)
+		runtime.KeepAlive(tr) // in use up to here: collected after, not before
 	}()
 	runtime.GC()
 	assert.Empty(t, only(collect(), "httpretry.budget.level"))
+}
+
+// TestCountersOutliveTheTransport: the counters are cumulative; when one
+// of two Transports recording to one MeterProvider is collected, what it
+// counted stays counted, so that a counter never goes backwards (which a
+// backend reads as a reset, losing what was counted since its last
+// export). Only the gauges, which describe a live Transport, end with it.
+func TestCountersOutliveTheTransport(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	attempts := func() float64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		sum := 0.0
+		for _, v := range only(flatten(rm), "httpretry.attempts") {
+			sum += v
+		}
+		return sum
+	}
+	kept := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(503)), Policy: httpretry.Policy{MaxAttempts: 2, Backoff: backoff.Constant(0)}}
+	require.NoError(t, otelhttpretry.Instrument(kept, otelhttpretry.WithMeterProvider(mp)))
+	send(t, kept, http.MethodGet, "https://api.example.com/")
+	func() {
+		dropped := &httpretry.Transport{Base: httpretrytest.NewScript(httpretrytest.Status(503)), Policy: httpretry.Policy{MaxAttempts: 2, Backoff: backoff.Constant(0)}}
+		require.NoError(t, otelhttpretry.Instrument(dropped, otelhttpretry.WithMeterProvider(mp)))
+		send(t, dropped, http.MethodGet, "https://api.example.com/")
+		runtime.KeepAlive(dropped)
+	}()
+	require.Equal(t, 4.0, attempts())
+	runtime.GC()
+	runtime.GC()
+	assert.Equal(t, 4.0, attempts(), "the collected Transport's attempts stay counted")
+	runtime.KeepAlive(kept)
 }
 
 // TestNoAllocationPerCall: once a combination of attributes has been

@@ -16,7 +16,8 @@ func (m *metrics) register(t weak.Pointer[httpretry.Transport]) (metric.Registra
 		observeCounts(o, m.attempts, &m.attemptOpts, func(a *attemptOpts) *counter { return &a.count }, &m.attemptOverflow)
 		observeCounts(o, m.refusals, &m.refusalOpts, func(c *counter) *counter { return c }, &m.refusalOverflow)
 		if tr := t.Value(); tr != nil {
-			m.observe(o, tr.Stats())
+			stats, _ := tr.StatsPage(httpretry.StatsQuery{Limit: observedHosts})
+			m.observe(o, stats)
 		}
 		return nil
 	}, m.attempts, m.refusals, m.budgetLevel, m.breakerState, m.throttle, m.concurrency)
@@ -36,6 +37,12 @@ func observeCounts[K comparable, V any](o metric.Observer, inst metric.Int64Obse
 	}
 }
 
+// observedHosts is how many hosts a collection reads the gauges of: the
+// most in trouble (Transport.StatsPage), so that a collection costs the
+// same at 10,000 hosts as at 200, and twice maxHosts, so that the hosts
+// past the bound still have their worst reported under "_OTHER".
+const observedHosts = 2 * maxHosts
+
 // observe reports each host's budget level, breaker state, throttling
 // probability and concurrency limit. Hosts past the bound are reported
 // together as "_OTHER", with the worst of each among them.
@@ -49,33 +56,33 @@ func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
 	for _, s := range stats {
 		host, known := m.hosts.get(s.Host)
 		set := metric.WithAttributeSet(attribute.NewSet(host...))
-		if s.HasBudget && s.BudgetCapacity > 0 {
-			level := min(max(s.BudgetAvailable/s.BudgetCapacity, 0), 1)
+		if b := s.Budget; b != nil && b.Capacity > 0 {
+			level := min(max(b.Available/b.Capacity, 0), 1)
 			if known {
 				o.ObserveFloat64(m.budgetLevel, level, set)
 			} else {
 				other.level, other.hasLevel = min(other.level, level), true
 			}
 		}
-		if s.HasBreaker {
+		if b := s.Breaker; b != nil {
 			if known {
-				o.ObserveInt64(m.breakerState, int64(s.BreakerState), set)
+				o.ObserveInt64(m.breakerState, int64(b.State), set)
 			} else {
-				other.state, other.hasState = max(other.state, float64(s.BreakerState)), true
+				other.state, other.hasState = max(other.state, float64(b.State)), true
 			}
 		}
-		if s.HasThrottle {
+		if th := s.Throttle; th != nil {
 			if known {
-				o.ObserveFloat64(m.throttle, s.ThrottleProbability, set)
+				o.ObserveFloat64(m.throttle, th.Probability, set)
 			} else {
-				other.throttle, other.hasThrottle = max(other.throttle, s.ThrottleProbability), true
+				other.throttle, other.hasThrottle = max(other.throttle, th.Probability), true
 			}
 		}
-		if s.HasLimit {
+		if l := s.Limit; l != nil {
 			if known {
-				o.ObserveInt64(m.concurrency, int64(s.Limit), set)
-			} else if !other.hasLimit || s.Limit < other.limit {
-				other.limit, other.hasLimit = s.Limit, true
+				o.ObserveInt64(m.concurrency, int64(l.Limit), set)
+			} else if !other.hasLimit || l.Limit < other.limit {
+				other.limit, other.hasLimit = l.Limit, true
 			}
 		}
 	}

@@ -34,8 +34,9 @@
 // Instrument records, through the Transport's OnAttempt and OnCall hooks
 // and its Stats: attempts by outcome and by why they were sent, the
 // duration of attempts and of whole calls, the waits before retries, the
-// attempts a retry budget or a circuit breaker refused, and each host's
-// budget level and breaker state. docs/observability.md lists every metric
+// attempts a guard refused (a retry budget, a circuit breaker, an overload
+// control), and each host's budget level, breaker state, throttling
+// probability and concurrency limit. docs/observability.md lists every metric
 // with its unit and attributes, and the queries and alerts to build on
 // them.
 //

@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -174,4 +176,77 @@ func TestCloseIdleConnectionsReachesBase(t *testing.T) {
 	otelhttpretry.ResendCount(base).(interface{ CloseIdleConnections() }).CloseIdleConnections()
 
 	assert.Equal(t, 2, base.IdleClosures())
+}
+
+// TestRedirectStartsAgainAtAttemptOne: a redirect that http.Client follows
+// is a new request to the Transport, so its first attempt is not a resend,
+// whatever the attempts before it.
+func TestRedirectStartsAgainAtAttemptOne(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/old" && calls.Add(1) == 1:
+			w.WriteHeader(http.StatusServiceUnavailable) // retried
+		case r.URL.Path == "/old":
+			http.Redirect(w, r, "/new", http.StatusFound) // followed by http.Client
+		}
+	}))
+	t.Cleanup(srv.Close)
+	tp, exp := newTracing(t)
+
+	resp, err := newClient(tp, nil).Get(srv.URL + "/old")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	spans := exp.GetSpans()
+	require.Len(t, spans, 3, "/old twice, /new once")
+	var counts []int64
+	for _, s := range spans {
+		v, ok := attr(s, resendCount)
+		if !ok {
+			v = attribute.Int64Value(0)
+		}
+		counts = append(counts, v.AsInt64())
+	}
+	assert.Equal(t, []int64{0, 1, 0}, counts, "/old's retry is resend 1; /new starts again at attempt 1")
+}
+
+// TestClientRequestDurationOncePerAttempt: with NewTransport as Base,
+// otelhttp records http.client.request.duration once per attempt, not once
+// per call.
+func TestClientRequestDurationOncePerAttempt(t *testing.T) {
+	t.Parallel()
+	upstream := httpretrytest.NewScript(
+		httpretrytest.Status(http.StatusServiceUnavailable),
+		httpretrytest.Status(http.StatusServiceUnavailable),
+		httpretrytest.Status(http.StatusOK),
+	)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	client := &http.Client{Transport: &httpretry.Transport{
+		Policy: httpretry.Policy{Backoff: backoff.Constant(0)},
+		Base:   otelhttpretry.NewTransport(upstream, otelhttp.WithMeterProvider(mp)),
+	}}
+
+	resp, err := client.Get("https://api.example.com/items")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	counts := map[int64]uint64{} // by http.response.status_code
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "http.client.request.duration" {
+				continue
+			}
+			for _, p := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				status, _ := p.Attributes.Value("http.response.status_code")
+				counts[status.AsInt64()] += p.Count
+			}
+		}
+	}
+	assert.Equal(t, map[int64]uint64{503: 2, 200: 1}, counts, "one measurement per attempt: 503, 503, 200")
 }

@@ -1,12 +1,11 @@
 // Package hedgeload measures hedging on real sockets: a loopback server
 // with injected latency distributions (the scenarios of issue 14), eight
 // clients, and each hedging client side by side: no hedging, httpretry's
-// fixed delay, failsafe-go's delay-quantile and fixed-delay hedge
-// policies, and a slot for httpretry's adaptive delay. Each run reports
-// request latency quantiles, extra requests (attempts the server saw per
-// request, minus one) and new connections. cmd/hedgeload runs the
-// variants in rounds, each in its own process, in an order turned every
-// round.
+// fixed and adaptive delays, and failsafe-go's delay-quantile and
+// fixed-delay hedge policies. Each run reports request latency quantiles,
+// extra requests (attempts the server saw per request, minus one) and new
+// connections. cmd/hedgeload runs the variants in rounds, each in its own
+// process, in an order turned every round.
 package hedgeload
 
 import (
@@ -201,8 +200,8 @@ func hedgeDelay(rt http.RoundTripper) (time.Duration, bool) {
 		return 0, false
 	}
 	for _, h := range r.Stats() {
-		if h.LatencySamples > 0 {
-			return h.HedgeDelay, true
+		if h.Hedging != nil && h.Hedging.Samples > 0 {
+			return h.Hedging.Delay, true
 		}
 	}
 	return 0, false

@@ -50,6 +50,37 @@ func ReadResults(path string) (Results, error) {
 	return rs, sc.Err()
 }
 
+// Params returns what cmd/hedgeload ran with, read back from its results:
+// the rounds (runs of each variant on each scenario), the scale, and the
+// scenarios present, in the order of Scenarios. ok is false when there are
+// no results or when they disagree (a file that mixes runs of different
+// rounds or scales), so that a report names only parameters that produced
+// every figure it shows.
+func (rs Results) Params() (rounds int, scale float64, scenarios []string, ok bool) {
+	first := true
+	for _, sc := range Scenarios(1) {
+		byVariant, found := rs[sc.Name]
+		if !found {
+			continue
+		}
+		scenarios = append(scenarios, sc.Name)
+		for _, runs := range byVariant {
+			for _, r := range runs {
+				if first {
+					rounds, scale, first = len(runs), r.Scale, false
+				}
+				if len(runs) != rounds || r.Scale != scale {
+					return 0, 0, nil, false
+				}
+			}
+		}
+	}
+	if first || scale <= 0 || len(scenarios) != len(rs) {
+		return 0, 0, nil, false
+	}
+	return rounds, scale, scenarios, true
+}
+
 // Phase returns the stats of the phase called name, or zero ones.
 func (r Result) Phase(name string) Stats {
 	for _, p := range r.Phases {

@@ -55,3 +55,31 @@ func TestReport(t *testing.T) {
 	assert.Equal(t, 3*ms, q[0], "quantile by quantile")
 	assert.Nil(t, MeanQuantiles(nil))
 }
+
+// TestParams: the rounds, scale and scenarios are read back from the runs,
+// and a file whose runs disagree names none.
+func TestParams(t *testing.T) {
+	run := func(sc, v string, scale float64) Result { return Result{Variant: v, Scenario: sc, Scale: scale} }
+	rs := Results{
+		"T3": {"none": {run("T3", "none", 1), run("T3", "none", 1)}},
+		"T1": {"none": {run("T1", "none", 1), run("T1", "none", 1)}, "httpretry-adaptive": {run("T1", "httpretry-adaptive", 1), run("T1", "httpretry-adaptive", 1)}},
+	}
+	rounds, scale, scenarios, ok := rs.Params()
+	require.True(t, ok)
+	assert.Equal(t, 2, rounds)
+	assert.Equal(t, 1.0, scale)
+	assert.Equal(t, []string{"T1", "T3"}, scenarios, "in the order of Scenarios")
+
+	rs["T3"]["none"] = append(rs["T3"]["none"], run("T3", "none", 1))
+	_, _, _, ok = rs.Params()
+	assert.False(t, ok, "3 rounds of one, 2 of the others")
+
+	rs["T3"]["none"] = []Result{run("T3", "none", 0.1), run("T3", "none", 0.1)}
+	_, _, _, ok = rs.Params()
+	assert.False(t, ok, "two scales")
+
+	_, _, _, ok = Results{"smoke": {"none": {run("smoke", "none", 1)}}}.Params()
+	assert.False(t, ok, "a scenario Scenarios does not know")
+	_, _, _, ok = Results{}.Params()
+	assert.False(t, ok, "no runs")
+}

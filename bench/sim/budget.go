@@ -3,13 +3,15 @@ package sim
 import (
 	"time"
 
-	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/internal/budget"
 )
 
 // Budget is a retry budget driven on a simulation's virtual clock. The
 // methods of httpretry.Budget read the real clock, so the simulations call
-// httpretry's budgets through their explicit-time forms instead, as
-// golang.org/x/time/rate's AllowN does: the same code, on simulated time.
+// the engines of httpretry's budgets (package internal/budget, which
+// httpretry.TokenBucket and httpretry.RatioBudget wrap) through their
+// explicit-time forms instead, as golang.org/x/time/rate's AllowN does: the
+// same code, on simulated time.
 type Budget interface {
 	BeginAt(now time.Time)
 	AllowRetryAt(now time.Time, timeout bool) bool
@@ -19,16 +21,20 @@ type Budget interface {
 // DefaultBudget is httpretry's default budget, a TokenBucket with the AWS
 // SDKs' numbers. The bucket ignores time.
 func DefaultBudget() Budget {
-	return tokenBucket{httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})}
+	b := new(budget.TokenBucket)
+	b.Init(0, 0, 0, 0)
+	return tokenBucket{b}
 }
 
 // RatioBudget is httpretry's RatioBudget with its defaults: 10 % over a
 // 10 s window, a floor of one retry per second.
 func RatioBudget() Budget {
-	return ratioBudget{httpretry.NewRatioBudget(httpretry.RatioConfig{})}
+	b := new(budget.Ratio)
+	b.Init(0, 0, 0)
+	return ratioBudget{b}
 }
 
-type tokenBucket struct{ *httpretry.TokenBucket }
+type tokenBucket struct{ *budget.TokenBucket }
 
 func (b tokenBucket) BeginAt(time.Time)                           { b.Begin() }
 func (b tokenBucket) AllowRetryAt(_ time.Time, timeout bool) bool { return b.AllowRetry(timeout) }
@@ -36,6 +42,6 @@ func (b tokenBucket) SucceededAt(_ time.Time, retried, timeout bool) {
 	b.Succeeded(retried, timeout)
 }
 
-type ratioBudget struct{ *httpretry.RatioBudget }
+type ratioBudget struct{ *budget.Ratio }
 
 func (b ratioBudget) SucceededAt(time.Time, bool, bool) {}

@@ -6,7 +6,7 @@
 //
 //	cd examples/config-yaml
 //	go run .                              # reads retry.yaml
-//	HTTPRETRY_MAX_ATTEMPTS=2 go run .     # the environment wins
+//	HTTPRETRY_MAX_ATTEMPTS=2 go run .     # the environment wins, for every host
 //	go run . broken.yaml                  # every problem, at its path
 package main
 
@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/config"
 	"github.com/seedhq/httpretry/httpretrytest"
 )
 
@@ -38,28 +39,27 @@ func main() {
 }
 
 // load reads the YAML file at path, puts the environment variables named
-// with envPrefix over its top-level settings, and builds the Transport.
+// with envPrefix over it, for every host, and builds the Transport.
 func load(path, envPrefix string) (*httpretry.Transport, error) {
 	cfg, err := readConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	env, err := httpretry.FromEnv(envPrefix)
+	env, err := config.FromEnv(envPrefix)
 	if err != nil {
 		return nil, err
 	}
-	cfg.PolicyConfig = env.Over(cfg.PolicyConfig)
-	tr, err := cfg.Transport()
+	tr, err := cfg.Override(env).Transport()
 	if err != nil {
 		return nil, fmt.Errorf("%s:\n%w", path, err)
 	}
 	return tr, nil
 }
 
-// readConfig decodes the YAML file at path into an httpretry.Config. A
-// field the Config does not have is an error, with its line.
-func readConfig(path string) (httpretry.Config, error) {
-	var cfg httpretry.Config
+// readConfig decodes the YAML file at path into a config.File. A
+// field the File does not have is an error, with its line.
+func readConfig(path string) (config.File, error) {
+	var cfg config.File
 	f, err := os.Open(path)
 	if err != nil {
 		return cfg, err

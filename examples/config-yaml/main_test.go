@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/seedhq/httpretry"
+	"github.com/seedhq/httpretry/config"
 )
 
 // demo loads path and runs the demo on synctest's fake clock, so that the
@@ -38,12 +39,16 @@ func TestRetryYAML(t *testing.T) {
 	}, demo(t, "retry.yaml"))
 }
 
-// The environment goes over the file's top level; host entries that set
-// the field keep their own.
+// The environment goes over the whole file: the top level, and host
+// entries that set the field themselves (payments.example.com sets 5,
+// *.internal.example.com 1), so every host gets what the operator said.
 func TestEnvironmentOverFile(t *testing.T) {
 	t.Setenv("CONFIGYAMLTEST_MAX_ATTEMPTS", "2")
 	lines := demo(t, "retry.yaml")
-	assert.Contains(t, lines[0], "payments.example.com/v1/charges: 503 after 5 attempt(s)")
+	assert.Contains(t, lines[0], "payments.example.com/v1/charges: 503 after 2 attempt(s)")
+	assert.Contains(t, lines[1], "payments.example.com/v1/refunds: 503 after 2 attempt(s)")
+	assert.Contains(t, lines[2], "search.example.com/v1/search?q=shoes: 503 after 2 attempt(s)")
+	assert.Contains(t, lines[3], "billing.internal.example.com/health: 503 after 2 attempt(s)")
 	assert.Contains(t, lines[4], "api.example.org/status: 503 after 2 attempt(s)")
 
 	t.Setenv("CONFIGYAMLTEST_MAX_ATTEMPTS", "many")
@@ -60,7 +65,7 @@ func TestBrokenYAML(t *testing.T) {
 		`httpretry: invalid policy: hosts["payments.example.com"].max_attempts: -1 is negative`,
 		`httpretry: invalid policy: hosts["payments.example.com/v1/refunds"].breaker: is per host: set it on the key without the path`,
 	}, "\n"))
-	assert.ErrorIs(t, err, httpretry.ErrInvalidConfig)
+	assert.ErrorIs(t, err, config.ErrInvalid)
 	assert.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
 }
 
@@ -97,13 +102,13 @@ func TestYAMLAndJSONAgree(t *testing.T) {
 
 			data, err := json.Marshal(cfg)
 			require.NoError(t, err)
-			fromJSON, err := httpretry.ParseConfig(data)
+			fromJSON, err := config.Parse(data)
 			require.NoError(t, err)
 			assert.Equal(t, cfg, fromJSON, "YAML → JSON → config")
 
 			out, err := yaml.Marshal(cfg)
 			require.NoError(t, err)
-			var fromYAML httpretry.Config
+			var fromYAML config.File
 			dec := yaml.NewDecoder(bytes.NewReader(out))
 			dec.KnownFields(true)
 			require.NoError(t, dec.Decode(&fromYAML))
@@ -114,12 +119,12 @@ func TestYAMLAndJSONAgree(t *testing.T) {
 	cfg, err := readConfig("testdata/full.yaml")
 	require.NoError(t, err)
 	set := map[string]bool{}
-	markSet(reflect.ValueOf(cfg.PolicyConfig), "", set)
+	markSet(reflect.ValueOf(cfg.Policy), "", set)
 	for _, h := range cfg.Hosts {
 		markSet(reflect.ValueOf(h), "", set)
 	}
 	var all []string
-	listFields(reflect.TypeFor[httpretry.PolicyConfig](), "", &all)
+	listFields(reflect.TypeFor[config.Policy](), "", &all)
 	for _, f := range all {
 		assert.True(t, set[f], "testdata/full.yaml sets %s somewhere", f)
 	}
@@ -150,21 +155,21 @@ func listFields(t reflect.Type, path string, all *[]string) {
 
 // The two YAML details docs/config.md warns about.
 func TestYAMLDetails(t *testing.T) {
-	var cfg httpretry.Config
+	var cfg config.File
 	err := yaml.Unmarshal([]byte("hosts:\n  *.internal.example.com:\n    max_attempts: 1\n"), &cfg)
 	assert.Error(t, err, "a bare * starts an alias")
 	require.NoError(t, yaml.Unmarshal([]byte("hosts:\n  \"*.internal.example.com\":\n    max_attempts: 1\n"), &cfg))
 	assert.Equal(t, 1, cfg.Hosts["*.internal.example.com"].MaxAttempts)
 
-	noMethods := httpretry.Config{PolicyConfig: httpretry.PolicyConfig{Keys: httpretry.KeysConfig{Methods: []string{}, Header: "X-Key"}}}
+	noMethods := config.File{Policy: config.Policy{Keys: config.Keys{Methods: []string{}, Header: "X-Key"}}}
 	out, err := yaml.Marshal(noMethods)
 	require.NoError(t, err)
-	var back httpretry.Config
+	var back config.File
 	require.NoError(t, yaml.Unmarshal(out, &back))
 	assert.Nil(t, back.Keys.Methods, "an empty list of methods is dropped in YAML:\n%s", out)
 	data, err := json.Marshal(noMethods)
 	require.NoError(t, err)
-	fromJSON, err := httpretry.ParseConfig(data)
+	fromJSON, err := config.Parse(data)
 	require.NoError(t, err)
 	assert.Equal(t, []string{}, fromJSON.Keys.Methods, "but kept in JSON")
 }

@@ -21,6 +21,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/seedhq/httpretry/statuspage"
 	"io"
 	"log"
 	"net"
@@ -63,7 +64,7 @@ func newTransport(base http.RoundTripper, reg prometheus.Registerer, p httpretry
 func newAdmin(reg prometheus.Gatherer, t *httpretry.Transport) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("GET /debug/httpretry", httpretry.StatusHandler(t))
+	mux.Handle("GET /debug/httpretry", statuspage.Handler(t))
 	return mux
 }
 

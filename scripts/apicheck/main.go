@@ -10,7 +10,8 @@
 // changed name, and a method added to an interface (which breaks the
 // interface's implementations), is incompatible: each such line must be
 // declared in api/except.txt, with the reason on the line above it, or the
-// check fails and -w refuses to write.
+// check fails and -w refuses to write. Every top-level name of the root
+// package must also be named in docs/design.md's API table, with why.
 package main
 
 import (
@@ -30,7 +31,7 @@ import (
 
 // packages are the public packages whose API is a promise, by directory
 // relative to the repository's root.
-var packages = []string{".", "backoff", "chaos", "httpretrytest", "otelhttpretry"}
+var packages = []string{".", "backoff", "chaos", "config", "httpretrytest", "otelhttpretry", "statuspage"}
 
 func main() {
 	write := flag.Bool("w", false, "rewrite api/*.txt from the code")
@@ -48,6 +49,9 @@ func main() {
 		name, lines, err := apiOf(filepath.Join(root, dir))
 		if err != nil {
 			fatal(err)
+		}
+		if dir == "." && !checkDesign(root, lines) {
+			failed = true
 		}
 		file := filepath.Join(root, "api", name+".txt")
 		old, err := readLines(file)

@@ -84,3 +84,25 @@ func TestMethodOfOldInterface(t *testing.T) {
 		}
 	}
 }
+
+func TestUnexplained(t *testing.T) {
+	lines := []string{
+		"pkg p, const Open State = 1",
+		"pkg p, func New(string) *T",
+		"pkg p, method (*T) Do(int, int) (int, error)",
+		"pkg p, type T struct",
+		"pkg p, type T struct, A int",
+		"pkg p, var ErrX error",
+	}
+	design := "# d\n\n" + designSection + "\n\n| name | why |\n|---|---|\n| `T{A}`, `New` | ... |\n| `ErrX`, but Open outside backquotes | ... |\n\n## After\n\n`Open`\n"
+	missing, err := unexplained(lines, design)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(missing, []string{"Open"}) {
+		t.Errorf("unexplained = %q, want [Open]: a name outside the section or outside backquotes is not named", missing)
+	}
+	if _, err := unexplained(lines, "# no table\n"); err == nil {
+		t.Error("a design without the section: no error")
+	}
+}

@@ -1,0 +1,184 @@
+package pacer
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// t0 is an instant for the tests, well after 1970.
+var t0 = time.Unix(1_800_000_000, 0)
+
+func answer(code int, kv ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return &http.Response{StatusCode: code, Header: h}
+}
+
+var githubStyle = Hints{ResetHeader: "X-Ratelimit-Reset", ResetEpoch: true, RemainingHeader: "X-Ratelimit-Remaining"}
+
+func TestPacerAnnouncements(t *testing.T) {
+	t.Parallel()
+	epoch := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).Unix(), 10) }
+	cases := []struct {
+		name     string
+		c        Hints
+		resp     *http.Response
+		wait     time.Duration // what the next attempt is told, with one in flight
+		resetsIn time.Duration // 0: nothing in force
+	}{
+		{"429 with Retry-After", Hints{}, answer(429, "Retry-After", "7"), 7 * time.Second, 7 * time.Second},
+		{"503 with Retry-After: not a quota", Hints{}, answer(503, "Retry-After", "7"), 0, 0},
+		{"429 without hints", Hints{}, answer(429), 0, 0},
+		{"RateLimit exhausted", Hints{}, answer(200, "RateLimit", `"default";r=0;t=5`), 5 * time.Second, 5 * time.Second},
+		{"RateLimit ignored", Hints{IgnoreRateLimit: true}, answer(200, "RateLimit", `"default";r=0;t=5`), 0, 0},
+		{"RateLimit with quota left", Hints{}, answer(200, "RateLimit", `"default";r=9;t=5`), 0, 5 * time.Second},
+		{"RateLimit, one left, one in flight", Hints{}, answer(200, "RateLimit", `"default";r=1;t=5`), 5 * time.Second, 5 * time.Second},
+		{"RateLimit, the item with the fewest left", Hints{}, answer(200, "RateLimit", `"a";r=1;t=5, "b";r=50;t=60`), 5 * time.Second, 5 * time.Second},
+		{"RateLimit without r on a 200: says nothing", Hints{}, answer(200, "RateLimit", `"default";t=5`), 0, 0},
+		{"RateLimit without r on a 429: spent", Hints{}, answer(429, "RateLimit", `"default";t=5`), 5 * time.Second, 5 * time.Second},
+		{"remaining 0, epoch reset", githubStyle, answer(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(40*time.Second)), 40 * time.Second, 40 * time.Second},
+		{"remaining 2, epoch reset", githubStyle, answer(200, "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", epoch(40*time.Second)), 0, 40 * time.Second},
+		{"remaining 1, one in flight", githubStyle, answer(200, "X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(40*time.Second)), 40 * time.Second, 40 * time.Second},
+		{"remaining without a reset header configured", Hints{RemainingHeader: "X-RateLimit-Remaining"}, answer(200, "X-RateLimit-Remaining", "0"), 0, 0},
+		{"remaining garbage", githubStyle, answer(200, "X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", epoch(time.Minute)), 0, 0},
+		{"delta reset", Hints{ResetHeader: "X-RateLimit-Reset", RemainingHeader: "X-RateLimit-Remaining"},
+			answer(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "3"), 3 * time.Second, 3 * time.Second},
+		{"Retry-After before RateLimit", Hints{}, answer(429, "Retry-After", "2", "RateLimit", `"default";r=0;t=9`), 2 * time.Second, 2 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New()
+			if _, ok, _ := p.Admit(t0, time.Minute); !ok {
+				t.Fatal("a fresh pacer refused")
+			}
+			p.Observe(t0, tc.resp, &tc.c, false)
+			wait, ok, _ := p.Admit(t0, time.Minute)
+			if wait != tc.wait || !ok {
+				t.Errorf("admit = %v, %v; want %v, true", wait, ok, tc.wait)
+			}
+			s := p.Snapshot(t0)
+			if got := s.Reset.Sub(t0); (tc.resetsIn == 0 && !s.Reset.IsZero()) || (tc.resetsIn != 0 && got != tc.resetsIn) {
+				t.Errorf("snapshot %+v; want a reset in %v", s, tc.resetsIn)
+			}
+		})
+	}
+}
+
+// TestPacerWaitsAndRefuses: a wait within the ceiling is handed back to
+// the caller; one past it is a refusal, counted; once the reset has
+// passed, everything goes again and the pacer is at rest.
+func TestPacerWaitsAndRefuses(t *testing.T) {
+	t.Parallel()
+	p := New()
+	p.Observe(t0, answer(429, "Retry-After", "30"), &Hints{}, false)
+	if wait, ok, _ := p.Admit(t0.Add(10*time.Second), 25*time.Second); wait != 20*time.Second || !ok {
+		t.Errorf("within the ceiling: %v, %v", wait, ok)
+	}
+	if wait, ok, _ := p.Admit(t0, 25*time.Second); wait != 30*time.Second || ok {
+		t.Errorf("past the ceiling: %v, %v", wait, ok)
+	}
+	if s := p.Snapshot(t0); s.Refused != 1 || s.Remaining != 0 {
+		t.Errorf("snapshot %+v", s)
+	}
+	if p.AtRest(t0.Add(29 * time.Second)) {
+		t.Error("at rest before the reset")
+	}
+	reset := t0.Add(30 * time.Second)
+	if !p.AtRest(reset) {
+		t.Error("not at rest at the reset")
+	}
+	if wait, ok, _ := p.Admit(reset, 0); wait != 0 || !ok {
+		t.Errorf("at the reset: %v, %v", wait, ok)
+	}
+	if p.AtRest(reset) {
+		t.Error("at rest with an attempt in flight")
+	}
+	p.Done()
+	if !p.AtRest(reset) || p.Snapshot(reset).InFlight != 0 {
+		t.Error("not at rest once it is done")
+	}
+}
+
+// TestPacerStaleAnswers: answers overtaken by newer ones cannot raise the
+// count or bring the reset forward within a window; a later window can.
+func TestPacerStaleAnswers(t *testing.T) {
+	t.Parallel()
+	p := New()
+	c := Hints{ResetHeader: "Reset", RemainingHeader: "Left"}
+	p.Observe(t0, answer(200, "Left", "0", "Reset", "10"), &c, false)
+	p.Observe(t0, answer(200, "Left", "5", "Reset", "9"), &c, false) // sent earlier, answered later
+	if s := p.Snapshot(t0); s.Remaining != 0 || s.Reset != t0.Add(10*time.Second) {
+		t.Errorf("after a stale answer: %+v", s)
+	}
+	p.Observe(t0.Add(time.Second), answer(429, "Retry-After", "30"), &c, false) // the server knows better
+	if s := p.Snapshot(t0); s.Reset != t0.Add(31*time.Second) {
+		t.Errorf("a later reset: %+v", s)
+	}
+	next := t0.Add(31 * time.Second)
+	p.Observe(next, answer(200, "Left", "99", "Reset", "10"), &c, false) // the next window
+	if s := p.Snapshot(next); s.Remaining != 99 || s.Reset != next.Add(10*time.Second) {
+		t.Errorf("next window: %+v", s)
+	}
+}
+
+func TestPacerNil(t *testing.T) {
+	t.Parallel()
+	var p *Pacer
+	p.Observe(t0, answer(429, "Retry-After", "3"), &Hints{}, false)
+	p.Done()
+	if wait, ok, _ := p.Admit(t0, 0); wait != 0 || !ok || !p.AtRest(t0) || p.Snapshot(t0).Remaining != -1 {
+		t.Error("a nil pacer must admit everything and be at rest")
+	}
+}
+
+// TestPacerConcurrent: with 3 requests left, no more than 3 are ever in
+// flight, whatever the interleaving.
+func TestPacerConcurrent(t *testing.T) {
+	t.Parallel()
+	p := New()
+	c := Hints{ResetHeader: "Reset", RemainingHeader: "Left"}
+	p.Observe(t0, answer(200, "Left", "3", "Reset", "60"), &c, false)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	peak := int64(0)
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				if wait, _, _ := p.Admit(t0, time.Minute); wait == 0 {
+					mu.Lock()
+					peak = max(peak, p.inflight.Load())
+					mu.Unlock()
+					p.Observe(t0, answer(200, "Left", "3", "Reset", "60"), &c, false)
+					p.Done()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if peak > 3 || p.inflight.Load() != 0 {
+		t.Errorf("peak %d in flight, %d left over", peak, p.inflight.Load())
+	}
+}
+
+// BenchmarkPacerAdmit is an attempt's cost at a host that announced a
+// quota with room left: admit and done. Run with -benchmem: it allocates
+// nothing.
+func BenchmarkPacerAdmit(b *testing.B) {
+	p := New()
+	p.Observe(t0, answer(200, "X-RateLimit-Remaining", "4999", "X-RateLimit-Reset", "3600"),
+		&Hints{ResetHeader: "X-RateLimit-Reset", RemainingHeader: "X-RateLimit-Remaining"}, false)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if wait, _, _ := p.Admit(t0, 0); wait != 0 {
+				b.Fatal("paced")
+			}
+			p.Done()
+		}
+	})
+}
