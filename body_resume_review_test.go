@@ -98,7 +98,7 @@ func (*ixResumePanicBackoff) Delay(int, time.Duration, *rand.Rand) time.Duration
 func TestResumeBackoffPanicRefundsTheBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &rangeBase{content: strings.Repeat("x", 100), cut: 10}
-		var bucket *httpretry.TokenBucket
+		var bucket httpretry.Budget
 		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: &ixResumePanicBackoff{},
 			NewBudget: func(string) httpretry.Budget {
 				bucket = httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 5})

@@ -18,7 +18,8 @@ import (
 // Budget allows every retry.
 //
 // A Budget that also has a method Level() (available, capacity float64)
-// reports it in Transport.Stats, as TokenBucket and RatioBudget do.
+// reports it in Transport.Stats, as NewTokenBucket's and NewRatioBudget's
+// do; one that also has a String method has it logged with each attempt.
 type Budget interface {
 	// Begin records that a request to the host starts.
 	Begin()
@@ -41,9 +42,9 @@ type Budget interface {
 }
 
 // DefaultBudget returns the budget a Policy uses when NewBudget is nil: a
-// token bucket with the AWS SDKs' retry-quota numbers (see TokenBucket). It
+// token bucket with the AWS SDKs' retry-quota numbers (see NewTokenBucket). It
 // ignores host.
-func DefaultBudget(host string) Budget { return NewTokenBucket(TokenBucketConfig{}) }
+func DefaultBudget(host string) Budget { return defaultBudget() }
 
 // NoBudget, as Policy.NewBudget, turns retry budgeting off: it returns a
 // budget that allows every retry the rest of the policy allows, which is
@@ -61,8 +62,8 @@ func (unlimited) Refund(bool)          {}
 func (unlimited) Succeeded(bool, bool) {}
 func (unlimited) String() string       { return "unlimited" }
 
-// TokenBucketConfig configures a TokenBucket. Zero fields take the AWS SDK
-// retry-quota defaults; negative fields are treated as zero.
+// TokenBucketConfig configures NewTokenBucket. Zero fields take the AWS
+// SDK retry-quota defaults; negative fields are treated as zero.
 type TokenBucketConfig struct {
 	Capacity      int // tokens when full, and at the start; 0 means 500
 	RetryCost     int // tokens a retry takes; 0 means 5
@@ -70,9 +71,9 @@ type TokenBucketConfig struct {
 	SuccessCredit int // tokens a success without retries returns; 0 means 1
 }
 
-// TokenBucket is a success-funded retry budget, the retry quota of the AWS
-// SDKs. It starts full. A retry takes RetryCost tokens (TimeoutCost after a
-// timeout) and is refused when the bucket holds fewer; a request that
+// NewTokenBucket returns a full success-funded retry budget, the retry
+// quota of the AWS SDKs. A retry takes RetryCost tokens (TimeoutCost after
+// a timeout) and is refused when the bucket holds fewer; a request that
 // succeeds without retrying returns SuccessCredit tokens, and one that
 // succeeds after retrying gets its last retry's cost back.
 //
@@ -83,36 +84,15 @@ type TokenBucketConfig struct {
 // 4 attempts the bucket only drains once about 30 % of attempts fail
 // independently; below that it is never seen. It ignores time. It is safe
 // for concurrent use and never blocks; the success path is one atomic load
-// when the bucket is full. Create one with NewTokenBucket: the zero value
-// allows every retry, as the zero RatioBudget does.
-type TokenBucket struct{ b budget.TokenBucket }
-
-// NewTokenBucket returns a full bucket.
-func NewTokenBucket(c TokenBucketConfig) *TokenBucket {
-	t := new(TokenBucket)
-	t.b.Init(c.Capacity, c.RetryCost, c.TimeoutCost, c.SuccessCredit)
+// when the bucket is full. It reports its level (see Budget) as the tokens
+// it holds and its capacity.
+func NewTokenBucket(c TokenBucketConfig) Budget {
+	t := new(budget.TokenBucket)
+	t.Init(c.Capacity, c.RetryCost, c.TimeoutCost, c.SuccessCredit)
 	return t
 }
 
-// Begin does nothing: the bucket is funded by outcomes, not by requests.
-func (t *TokenBucket) Begin() {}
-
-// AllowRetry takes the cost of a retry if the bucket holds it.
-func (t *TokenBucket) AllowRetry(timeout bool) bool { return t.b.AllowRetry(timeout) }
-
-// Refund gives back the cost of a retry that was allowed but not sent.
-func (t *TokenBucket) Refund(timeout bool) { t.b.Refund(timeout) }
-
-// Succeeded returns tokens to the bucket, never above its capacity.
-func (t *TokenBucket) Succeeded(retried, timeout bool) { t.b.Succeeded(retried, timeout) }
-
-// Level returns the tokens in the bucket and its capacity.
-func (t *TokenBucket) Level() (available, capacity float64) { return t.b.Level() }
-
-// String describes the bucket's state, as logged with each attempt.
-func (t *TokenBucket) String() string { return t.b.String() }
-
-// RatioConfig configures a RatioBudget. Zero fields take the defaults.
+// RatioConfig configures NewRatioBudget. Zero fields take the defaults.
 type RatioConfig struct {
 	// Ratio is the largest share of retries among requests in the window;
 	// 0 means 0.1, the SRE book's per-client budget.
@@ -127,46 +107,21 @@ type RatioConfig struct {
 	MinPerSecond float64
 }
 
-// RatioBudget allows a retry while retries in the sliding window stay below
-// Ratio × requests in it, or below the MinPerSecond floor. Under sustained
-// total failure, attempts per request settle at about 1 + Ratio. The window
-// has a resolution of a tenth of its length; the oldest tenth fades out as
-// the newest fills, so the allowance is released smoothly. It is safe for
-// concurrent use and lock-free; counts at a slot boundary are approximate by
-// a few requests.
-//
-// Any time is accepted, before 1970 included. Create one with
-// NewRatioBudget: the zero value allows every retry, as the zero
-// TokenBucket does.
-type RatioBudget struct{ b budget.Ratio }
-
-// NewRatioBudget returns an empty ratio budget. Nonsense values (NaN,
-// negative ratio or window) are treated as zero, which selects the default.
-func NewRatioBudget(c RatioConfig) *RatioBudget {
-	r := new(RatioBudget)
-	r.b.Init(c.Ratio, c.Window, c.MinPerSecond)
+// NewRatioBudget returns an empty ratio budget: it allows a retry while
+// retries in the sliding window stay below Ratio × requests in it, or below
+// the MinPerSecond floor. Under sustained total failure, attempts per
+// request settle at about 1 + Ratio. The window has a resolution of a tenth
+// of its length; the oldest tenth fades out as the newest fills, so the
+// allowance is released smoothly. It is safe for concurrent use and
+// lock-free; counts at a slot boundary are approximate by a few requests.
+// It reports its level (see Budget) as the retries the window still allows
+// and the window's allowance. Nonsense values (NaN, negative ratio or
+// window) are treated as zero, which selects the default.
+func NewRatioBudget(c RatioConfig) Budget {
+	r := new(budget.Ratio)
+	r.Init(c.Ratio, c.Window, c.MinPerSecond)
 	return r
 }
-
-// Begin counts a request.
-func (r *RatioBudget) Begin() { r.b.Begin() }
-
-// AllowRetry counts and allows a retry if the window has room for it.
-func (r *RatioBudget) AllowRetry(timeout bool) bool { return r.b.AllowRetry(timeout) }
-
-// Refund uncounts a retry that was allowed but not sent, in the slot of
-// the window that counted it.
-func (r *RatioBudget) Refund(timeout bool) { r.b.Refund(timeout) }
-
-// Succeeded does nothing: the ratio counts requests, not outcomes.
-func (r *RatioBudget) Succeeded(bool, bool) {}
-
-// Level returns the retries the window still allows and the window's
-// allowance.
-func (r *RatioBudget) Level() (available, capacity float64) { return r.b.Level() }
-
-// String describes the budget's state, as logged with each attempt.
-func (r *RatioBudget) String() string { return r.b.String() }
 
 // leveler is the optional method a Budget reports its level with.
 type leveler interface {

@@ -214,20 +214,20 @@ func TestOnlySentRetriesCost(t *testing.T) {
 	})
 }
 
-// countingBudget embeds *TokenBucket and counts the requests it sees: every
-// method is the interface's own, with nothing hidden promoted through the
-// embedding.
+// countingBudget embeds a token bucket and counts the requests it sees:
+// every method is the interface's own, with nothing hidden promoted through
+// the embedding.
 type countingBudget struct {
-	*httpretry.TokenBucket
+	httpretry.Budget
 	begins int
 }
 
-func (b *countingBudget) Begin() { b.begins++; b.TokenBucket.Begin() }
+func (b *countingBudget) Begin() { b.begins++; b.Budget.Begin() }
 
 func TestBudgetEmbeddingTokenBucket(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := &countingBudget{TokenBucket: httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})}
+		b := &countingBudget{Budget: httpretry.NewTokenBucket(httpretry.TokenBucketConfig{})}
 		fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
 			Backoff:   backoff.Constant(0),
@@ -239,24 +239,14 @@ func TestBudgetEmbeddingTokenBucket(t *testing.T) {
 			resp.Body.Close()
 		}
 		assert.Equal(t, 3, b.begins, "every request once the host has state")
-		assert.Equal(t, 500, tokens(b), "the retry was refunded on success; successes refill")
+		assert.Equal(t, 500, tokens(b.Budget), "the retry was refunded on success; successes refill")
 	})
 }
 
-// TestZeroBudgets: the zero values of the budget types agree: each allows
-// every retry, as NoBudget does, and never panics.
-func TestZeroBudgets(t *testing.T) {
+// TestTokenBucketHugeCredit: a huge credit cannot overflow the bucket
+// past its capacity.
+func TestTokenBucketHugeCredit(t *testing.T) {
 	t.Parallel()
-	var rb httpretry.RatioBudget
-	assert.NotPanics(t, func() {
-		rb.Begin()
-		assert.True(t, rb.AllowRetry(false), "a zero RatioBudget allows every retry")
-		rb.Refund(false)
-		rb.Level()
-	})
-	var tb httpretry.TokenBucket
-	assert.True(t, tb.AllowRetry(false), "a zero TokenBucket allows every retry")
-	// A huge credit cannot overflow the bucket past its capacity.
 	b := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 10, SuccessCredit: math.MaxInt})
 	require.True(t, b.AllowRetry(false))
 	b.Succeeded(false, false)

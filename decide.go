@@ -115,7 +115,7 @@ func (h *HintPolicy) serverDelay(resp *http.Response, now time.Time) (time.Durat
 	}
 	if h.ResetHeader != "" {
 		if vs := resp.Header.Values(h.ResetHeader); len(vs) == 1 {
-			if d, ok := headers.Reset(vs[0], h.ResetFormat == ResetEpochSeconds, now); ok {
+			if d, ok := headers.Reset(vs[0], now); ok {
 				return d, DelayResetHeader, true
 			}
 		}

@@ -415,7 +415,7 @@ func newBreaker(host string, p *BreakerPolicy) *breaker.Breaker {
 }
 
 // defaultBudget is the budget of a host whose policy leaves NewBudget nil:
-// DefaultBudget's engine, without the TokenBucket around it.
+// DefaultBudget's.
 func defaultBudget() *budget.TokenBucket {
 	b := new(budget.TokenBucket)
 	b.Init(0, 0, 0, 0)

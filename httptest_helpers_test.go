@@ -43,11 +43,16 @@ func readAll(t *testing.T, r io.Reader) string {
 // errBoom is a failure for a Base or a body to return.
 var errBoom = errors.New("boom")
 
-// tokens returns the tokens a budget holds, from the level it reports.
-func tokens(b interface {
-	Level() (available, capacity float64)
-}) int {
-	available, _ := b.Level()
+// tokens returns the tokens a budget holds, from the level it reports
+// (see Budget), or -1 if it reports none.
+func tokens(b httpretry.Budget) int {
+	l, ok := b.(interface {
+		Level() (available, capacity float64)
+	})
+	if !ok {
+		return -1
+	}
+	available, _ := l.Level()
 	return int(available)
 }
 

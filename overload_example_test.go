@@ -17,7 +17,7 @@ import (
 func ExampleOverloadPolicy() {
 	upstream := httpretrytest.NewScript(httpretrytest.Status(http.StatusOK).
 		Header("X-RateLimit-Remaining", "0").
-		Header("X-RateLimit-Reset", "600")) // in seconds, as ResetDeltaSeconds reads it
+		Header("X-RateLimit-Reset", "600")) // seconds from now: below 10⁸, as HintPolicy.ResetHeader says
 	tr := &httpretry.Transport{
 		Base: upstream,
 		Policy: httpretry.Policy{

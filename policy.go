@@ -157,11 +157,11 @@ type Policy struct {
 	Hints HintPolicy
 }
 
-// Defaults applied when a Policy field is zero.
+// Defaults applied when a Policy field is zero, as the fields say.
 const (
-	DefaultMaxAttempts    = 4
-	DefaultMaxRetryAfter  = 60 * time.Second
-	DefaultMaxReplayBytes = 1 << 20
+	defaultMaxAttempts    = 4
+	defaultMaxRetryAfter  = 60 * time.Second
+	defaultMaxReplayBytes = 1 << 20
 )
 
 // inherit returns p with every field it leaves zero taken from parent.
@@ -246,12 +246,12 @@ func (p *Policy) perHostSet() []string {
 // resolved returns p with the defaults of its scalar settings filled in,
 // as WithPolicy's functions see it.
 func (p Policy) resolved() Policy {
-	p.MaxAttempts = cmp.Or(p.MaxAttempts, DefaultMaxAttempts)
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, defaultMaxAttempts)
 	if p.Backoff == nil {
 		p.Backoff = backoff.Default()
 	}
-	p.MaxRetryAfter = cmp.Or(p.MaxRetryAfter, DefaultMaxRetryAfter)
-	p.MaxReplayBytes = cmp.Or(p.MaxReplayBytes, DefaultMaxReplayBytes)
+	p.MaxRetryAfter = cmp.Or(p.MaxRetryAfter, defaultMaxRetryAfter)
+	p.MaxReplayBytes = cmp.Or(p.MaxReplayBytes, defaultMaxReplayBytes)
 	if p.NewBudget == nil {
 		p.NewBudget = DefaultBudget
 	}
@@ -316,13 +316,13 @@ type policy struct {
 func compile(p Policy) *policy {
 	c := &policy{
 		src:            p,
-		maxAttempts:    cmp.Or(p.MaxAttempts, DefaultMaxAttempts),
+		maxAttempts:    cmp.Or(p.MaxAttempts, defaultMaxAttempts),
 		backoff:        p.Backoff,
 		attemptTimeout: max(p.AttemptTimeout, 0),
-		maxRetryAfter:  cmp.Or(p.MaxRetryAfter, DefaultMaxRetryAfter),
-		maxReplay:      cmp.Or(p.MaxReplayBytes, DefaultMaxReplayBytes),
+		maxRetryAfter:  cmp.Or(p.MaxRetryAfter, defaultMaxRetryAfter),
+		maxReplay:      cmp.Or(p.MaxReplayBytes, defaultMaxReplayBytes),
 		readBody:       max(p.ReadBodyBytes, 0),
-		maxResumes:     max(cmp.Or(p.MaxResumes, cmp.Or(p.MaxAttempts, DefaultMaxAttempts)-1), 0),
+		maxResumes:     max(cmp.Or(p.MaxResumes, cmp.Or(p.MaxAttempts, defaultMaxAttempts)-1), 0),
 		classify:       p.Classify,
 		prepareRetry:   p.PrepareRetry,
 		keysOff:        p.Keys.Disabled,
@@ -339,7 +339,7 @@ func compile(p Policy) *policy {
 	c.hints.ResetHeader = http.CanonicalHeaderKey(c.hints.ResetHeader)
 	c.hints.RemainingHeader = http.CanonicalHeaderKey(c.hints.RemainingHeader)
 	c.pace = pacer.Hints{IgnoreRateLimit: c.hints.IgnoreRateLimit, RemainingHeader: c.hints.RemainingHeader,
-		ResetHeader: c.hints.ResetHeader, ResetEpoch: c.hints.ResetFormat == ResetEpochSeconds}
+		ResetHeader: c.hints.ResetHeader}
 	if c.backoff == nil {
 		c.backoff = backoff.Default()
 	}
@@ -693,13 +693,11 @@ type HintPolicy struct {
 
 	// ResetHeader names a legacy header that says when a rate limit resets,
 	// such as X-RateLimit-Reset, read on responses that are retried anyway.
-	// Its meaning differs between APIs, so ResetFormat must say which it is.
-	// "" means none.
+	// APIs count it two ways, and no value means both: below 10⁸ (3 years)
+	// it is seconds from now; from 10⁸ on (1973) it is the reset's Unix time
+	// in seconds (GitHub, X), and a reset in the past means now. "" means
+	// none.
 	ResetHeader string
-
-	// ResetFormat says how ResetHeader counts. The zero value is
-	// ResetDeltaSeconds.
-	ResetFormat ResetFormat
 
 	// RemainingHeader names a legacy header that counts the requests left
 	// before ResetHeader's reset, such as X-RateLimit-Remaining (GitHub,
@@ -710,16 +708,6 @@ type HintPolicy struct {
 	// reset (see docs/overload.md). "" means none.
 	RemainingHeader string
 }
-
-// ResetFormat is the unit of a rate-limit reset header.
-type ResetFormat int
-
-const (
-	// ResetDeltaSeconds: seconds from now until the reset.
-	ResetDeltaSeconds ResetFormat = iota
-	// ResetEpochSeconds: the reset instant as Unix time in seconds (GitHub).
-	ResetEpochSeconds
-)
 
 // overridesKey is the context key of the per-request policy edits.
 type overridesKey struct{}

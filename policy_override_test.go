@@ -65,7 +65,7 @@ func TestWithPolicyEditsThePolicyThatApplies(t *testing.T) {
 		assert.Equal(t, 3, seen.MaxAttempts, "the host's entry, after the Hosts lookup")
 		assert.Equal(t, 30*time.Second, seen.MaxRetryAfter)
 		assert.NotNil(t, seen.Backoff, "defaults filled in")
-		assert.Equal(t, int64(httpretry.DefaultMaxReplayBytes), seen.MaxReplayBytes)
+		assert.Equal(t, int64(1<<20) /* the default MaxReplayBytes */, seen.MaxReplayBytes)
 
 		// Without the override, the host's 30 s ceiling returns the 429.
 		resp, err = roundTrip(t, tr, t.Context(), site)

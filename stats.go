@@ -33,7 +33,7 @@ type HostStats struct {
 
 // BudgetStats is a host's retry budget. Available and Capacity are zero
 // for a budget that does not report its level (Level() (available,
-// capacity float64)), as TokenBucket and RatioBudget do.
+// capacity float64)), as NewTokenBucket's and NewRatioBudget's do.
 type BudgetStats struct {
 	Available float64 // what the budget holds now, in its own units (tokens, retries)
 	Capacity  float64 // what it holds when full

@@ -87,7 +87,7 @@ func TestResetHeaderEpoch(t *testing.T) {
 		reset := strconv.FormatInt(start.Add(20*time.Second).Unix(), 10)
 		fake := httpretrytest.NewScript(httpretrytest.Status(503).Header("X-RateLimit-Reset", reset), httpretrytest.Status(200))
 		tr := &httpretry.Transport{Base: fake, Policy: httpretry.Policy{
-			Hints: httpretry.HintPolicy{ResetHeader: "X-RateLimit-Reset", ResetFormat: httpretry.ResetEpochSeconds},
+			Hints: httpretry.HintPolicy{ResetHeader: "X-RateLimit-Reset"},
 		}}
 		resp, err := tr.RoundTrip(get(t, t.Context()))
 		require.NoError(t, err)

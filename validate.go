@@ -85,9 +85,6 @@ func (p *Policy) check(path []string) []error {
 	if p.Hints.RemainingHeader != "" && p.Hints.ResetHeader == "" {
 		fe.bad(fields("Hints", "RemainingHeader"), "is read only with %s, which is not set", fe.ref("Hints", "ResetHeader"))
 	}
-	if rf := p.Hints.ResetFormat; rf != ResetDeltaSeconds && rf != ResetEpochSeconds {
-		fe.bad(fields("Hints", "ResetFormat"), "%d is not a known format", rf)
-	}
 	if p.Hedge.Delay < 0 {
 		fe.bad(fields("Hedge", "Delay"), "%v is negative", p.Hedge.Delay)
 	}

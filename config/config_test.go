@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
@@ -97,14 +98,13 @@ func TestParseAndTransportErrors(t *testing.T) {
 	}, {
 		name: "durations and names that do not parse",
 		json: `{"max_retry_after": "60", "attempt_timeout": "soon", "hedge": {"delay": "none"},
-			"backoff": {"shape": "expo"}, "hints": {"reset_format": "epoch"},
+			"backoff": {"shape": "expo"},
 			"hosts": {"a.example.com": {"budget": {"kind": "leaky"}, "backoff": {"jitter": "half"}}}}`,
 		want: []string{
 			`httpretry: invalid config: backoff.shape: "expo" is not one of exponential, linear, constant, decorrelated`,
 			`httpretry: invalid config: attempt_timeout: "soon" is not a duration such as "250ms" or "2s"`,
 			`httpretry: invalid config: max_retry_after: "60" has no unit: write a duration such as "60s"`,
 			`httpretry: invalid config: hedge.delay: "none" is not allowed here`,
-			`httpretry: invalid config: hints.reset_format: "epoch" is not one of delta-seconds, epoch-seconds`,
 			`httpretry: invalid config: hosts["a.example.com"].backoff.jitter: "half" is not one of none, full, equal, percent`,
 			`httpretry: invalid config: hosts["a.example.com"].budget.kind: "leaky" is not one of token-bucket, default, ratio, none`,
 		},
@@ -237,7 +237,7 @@ const fullConfig = `{
   "budget": {"kind": "token-bucket", "capacity": 100, "retry_cost": 2, "timeout_cost": 4, "success_credit": 1},
   "breaker": {"consecutive_failures": 5, "failure_ratio": 0.5, "min_requests": 10, "window": "30s", "open_for": "10s", "half_open_attempts": 2},
   "hedge": {"delay": "150ms", "max_hedges": 2},
-  "hints": {"should_retry_header": "X-Should-Retry", "ignore_rate_limit": true, "reset_header": "X-RateLimit-Reset", "reset_format": "epoch-seconds"},
+  "hints": {"should_retry_header": "X-Should-Retry", "ignore_rate_limit": true, "reset_header": "X-RateLimit-Reset"},
   "hosts": {
     "api.example.com": {"attempt_timeout": "none", "keys": {"disabled": true}, "budget": {"kind": "ratio", "ratio": 0.2, "window": "1m", "min_per_second": -1}},
     "api.example.com/v1/search": {"max_attempts": 2, "hedge": {"disabled": true}, "backoff": {"shape": "linear", "base": "1s", "step": "500ms", "cap": "5s", "jitter": "equal"}},
@@ -464,4 +464,55 @@ func TestBadValueQuotedShort(t *testing.T) {
 		assert.Less(t, len(err.Error()), 300, "the error quotes the start of the value")
 		assert.Contains(t, err.Error(), "999…")
 	}
+}
+
+// BenchmarkFileTransport: what File.Transport costs for a file of 1,000
+// hosts, each with a section of its own. It converts the file once and
+// compiles the host table once to check it; the Transport it returns
+// compiles its own at its first request (BenchmarkFirstRequest), since the
+// caller may still set function fields first. docs/config.md quotes both.
+func BenchmarkFileTransport(b *testing.B) {
+	f := thousandHosts(b)
+	for b.Loop() {
+		if _, err := f.Transport(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFirstRequest: the compile a Transport from File.Transport does
+// at its first request (Validate does the same work).
+func BenchmarkFirstRequest(b *testing.B) {
+	f := thousandHosts(b)
+	for b.Loop() {
+		b.StopTimer()
+		tr, err := f.Transport()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := tr.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchHosts is how many hosts the benchmarks' file has.
+const benchHosts = 1000
+
+func thousandHosts(b *testing.B) config.File {
+	var sb strings.Builder
+	sb.WriteString(`{"max_attempts": 3, "hosts": {`)
+	for i := range benchHosts {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `"h%d.example.com": {"attempt_timeout": "2s", "breaker": {"consecutive_failures": 5}}`, i)
+	}
+	sb.WriteString(`}}`)
+	f, err := config.Parse([]byte(sb.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
 }

@@ -26,7 +26,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"backoff": {"shape": "linear", "step": "1s", "cap": "none"}, "attempt_timeout": "none"}`))
 	f.Add([]byte(`{"budget": {"kind": "ratio", "ratio": 0.2, "window": "10s", "min_per_second": -1}}`))
 	f.Add([]byte(`{"hosts": {"*.example.com:8443/v1": {"keys": {"methods": ["POST"], "quoted": true}}}}`))
-	f.Add([]byte(`{"breaker": {"failure_ratio": 0.5}, "hedge": {"delay": "1ms", "max_hedges": 9}, "hints": {"reset_format": "epoch-seconds"}}`))
+	f.Add([]byte(`{"breaker": {"failure_ratio": 0.5}, "hedge": {"delay": "1ms", "max_hedges": 9}, "hints": {"reset_header": "X-RateLimit-Reset"}}`))
 	f.Add([]byte(`{"max_attempts": "3", "x": [1, {"y": null}], "hosts": {"a": 1, "a": {}}}`))
 	f.Add([]byte(`{"a\nb": 1, "": 2, "hosts": {"k\"\n": {"\u00e9": {}}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

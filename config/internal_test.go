@@ -72,15 +72,13 @@ func fillPolicy(t *testing.T, v reflect.Value, goPath string) {
 		if slices.Contains(codeOnlyFields, full) {
 			continue
 		}
-		switch names := enumNames[f.Type()]; {
+		switch {
 		case f.Type() == reflect.TypeFor[backoff.Strategy]():
 			f.Set(reflect.ValueOf(backoff.Exponential{Base: 150 * time.Millisecond, Factor: 1.5, Cap: 2 * time.Second, Jitter: backoff.EqualJitter}))
 		case f.Type() == reflect.TypeFor[func(string) httpretry.Budget]():
 			f.Set(reflect.ValueOf(httpretry.NoBudget))
 		case f.Type() == reflect.TypeFor[time.Duration]():
 			f.SetInt(int64(1500 * time.Millisecond))
-		case names != nil:
-			f.SetInt(int64(len(names) - 1))
 		case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
 			f.SetInt(3)
 		case full == "Overload.ThrottleK":

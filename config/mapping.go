@@ -17,19 +17,12 @@ import (
 // field of a config struct carries the Policy field of the same name (or
 // the one its policy tag names), and sections convert field by field into
 // the sub-policy of the same name. Values convert by type: numbers, strings,
-// booleans and lists as they are, a Duration to a time.Duration, a name to
-// its enum (enumNames). Only the backoff and budget sections, which become
+// booleans and lists as they are, a Duration to a time.Duration. Only the backoff and budget sections, which become
 // a strategy and a function, are converted by code of their own.
 
 // codeOnlyFields are the Policy fields that are functions and have no
 // config form, as Go field paths within Policy.
 var codeOnlyFields = []string{"Classify", "PrepareRetry", "Keys.New"}
-
-// enumNames gives the config names of enum types used in a Policy, indexed
-// by value.
-var enumNames = map[reflect.Type][]string{
-	reflect.TypeFor[httpretry.ResetFormat](): {httpretry.ResetDeltaSeconds: "delta-seconds", httpretry.ResetEpochSeconds: "epoch-seconds"},
-}
 
 // Names of backoff shapes and budget kinds.
 const (
@@ -111,7 +104,7 @@ func (e *errList) structIn(src, dst reflect.Value, path []string) {
 
 // valueIn sets dst, a Policy value, from src, a config value.
 func (e *errList) valueIn(src, dst reflect.Value, path []string, noneOK bool) {
-	switch names := enumNames[dst.Type()]; {
+	switch {
 	case src.Type() == backoffConfigType && dst.Type() == strategyType:
 		if s := e.backoffIn(src.Interface().(Backoff), path); s != nil {
 			dst.Set(reflect.ValueOf(s))
@@ -127,10 +120,6 @@ func (e *errList) valueIn(src, dst reflect.Value, path []string, noneOK bool) {
 		}
 		d, _ := e.duration(Duration(src.String()), path)
 		dst.SetInt(int64(d))
-	case names != nil && src.Kind() == reflect.String:
-		if i := e.name(src.String(), names, path); i >= 0 {
-			dst.SetInt(int64(i))
-		}
 	case src.Kind() == reflect.Struct && dst.Kind() == reflect.Struct:
 		e.structIn(src, dst, path)
 	case src.Kind() == reflect.Slice && dst.Kind() == reflect.Slice && src.Type().Elem() == dst.Type().Elem():
@@ -172,7 +161,7 @@ func (e *errList) structOut(src, dst reflect.Value, path []string, goPath string
 
 // valueOut sets dst, a config value, from src, a Policy value.
 func (e *errList) valueOut(src, dst reflect.Value, path []string, goPath string, noneOK bool) {
-	switch names := enumNames[src.Type()]; {
+	switch {
 	case dst.Type() == backoffConfigType && src.Type() == strategyType:
 		s, _ := src.Interface().(backoff.Strategy)
 		dst.Set(reflect.ValueOf(e.backoffOut(s, path)))
@@ -186,13 +175,6 @@ func (e *errList) valueOut(src, dst reflect.Value, path []string, goPath string,
 			return
 		}
 		dst.SetString(string(formatDuration(d)))
-	case names != nil && dst.Kind() == reflect.String:
-		i := src.Int()
-		if i < 0 || i >= int64(len(names)) {
-			e.policy(path, "%d is not a known value", i)
-			return
-		}
-		dst.SetString(names[i])
 	case src.Kind() == reflect.Struct && dst.Kind() == reflect.Struct:
 		e.structOut(src, dst, path, goPath)
 	case src.Kind() == reflect.Slice && dst.Kind() == reflect.Slice && src.Type().Elem() == dst.Type().Elem():

@@ -275,10 +275,6 @@ type Hints struct {
 	// ResetHeader names a legacy rate-limit reset header. "" means none.
 	ResetHeader string `json:"reset_header,omitempty" yaml:"reset_header,omitempty"`
 
-	// ResetFormat is "delta-seconds" or "epoch-seconds" (see httpretry.ResetFormat).
-	// "" means delta-seconds.
-	ResetFormat string `json:"reset_format,omitempty" yaml:"reset_format,omitempty"`
-
 	// RemainingHeader names a legacy header counting the requests left
 	// before the reset, read with ResetHeader to pace requests. "" means
 	// none.

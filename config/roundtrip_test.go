@@ -186,9 +186,9 @@ func configScenarios() []configScenario {
 	}, {
 		name: "hints: should-retry and reset headers",
 		policy: httpretry.Policy{MaxAttempts: 2, Hints: httpretry.HintPolicy{
-			ShouldRetryHeader: "X-Should-Retry", ResetHeader: "X-RateLimit-Reset", ResetFormat: httpretry.ResetDeltaSeconds}},
+			ShouldRetryHeader: "X-Should-Retry", ResetHeader: "X-RateLimit-Reset"}},
 		hosts: map[string]httpretry.Policy{"epoch.example.com": {MaxAttempts: 2, Hints: httpretry.HintPolicy{
-			ResetHeader: "X-RateLimit-Reset", ResetFormat: httpretry.ResetEpochSeconds, IgnoreRateLimit: true}}},
+			ResetHeader: "X-RateLimit-Reset", IgnoreRateLimit: true}}},
 		script: func() *httpretrytest.Script {
 			s := httpretrytest.NewScript(httpretrytest.Status(503).Header("X-Should-Retry", "false"))
 			s.OnPath("/reset", httpretrytest.Status(429).Header("X-RateLimit-Reset", "2"), httpretrytest.Status(200))

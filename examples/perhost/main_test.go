@@ -170,5 +170,5 @@ func TestUnlistedHostsGetTheDefaultPolicy(t *testing.T) {
 	resp, _ := do(t, context.Background(), client, http.MethodGet, "http://api.example.com/stock", "")
 
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Len(t, stops(rec), httpretry.DefaultMaxAttempts)
+	assert.Len(t, stops(rec), 4 /* the default MaxAttempts */)
 }

@@ -50,7 +50,7 @@ func githubPolicy() httpretry.Policy {
 		// MaxRetryAfter (60 s by default) is waited for; a later one ends
 		// retrying at once and the SDK returns its *github.RateLimitError.
 		// Retry-After, when present, comes first.
-		Hints: httpretry.HintPolicy{ResetHeader: "X-RateLimit-Reset", ResetFormat: httpretry.ResetEpochSeconds},
+		Hints: httpretry.HintPolicy{ResetHeader: "X-RateLimit-Reset"}, // a Unix time, as GitHub sends
 		// An Idempotency-Key makes a retried POST safe only on a server
 		// that deduplicates by it. Unless your API documents that, turn
 		// keys off: a POST is then repeated only when it provably never

@@ -121,14 +121,22 @@ func rateLimitItems(v string, f func(r, t int64)) {
 	}
 }
 
-// Reset reads a legacy reset header as delta seconds or, with epoch, as
-// Unix seconds. A reset in the past means now.
-func Reset(v string, epoch bool, now time.Time) (time.Duration, bool) {
+// EpochAfter is where a legacy reset header's value stops being seconds
+// from now and starts being a Unix time: 10⁸ seconds is over 3 years as a
+// wait, which no server means, and March 1973 as a time, before any server
+// sent one (and before testing/synctest's clock, which starts in 2000).
+// APIs use both (GitHub and X send a Unix time; others, as the IETF
+// RateLimit draft, send seconds), and no value is both.
+const EpochAfter = 100_000_000
+
+// Reset reads a legacy reset header: seconds from now, or, from EpochAfter
+// on, the reset's Unix time. A reset in the past means now.
+func Reset(v string, now time.Time) (time.Duration, bool) {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n < 0 {
 		return 0, false
 	}
-	if !epoch {
+	if n < EpochAfter {
 		if n > maxSeconds {
 			return 0, false
 		}

@@ -64,22 +64,24 @@ func TestParseReset(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	cases := []struct {
-		v     string
-		epoch bool
-		want  time.Duration
-		ok    bool
+		v    string
+		want time.Duration
+		ok   bool
 	}{
-		{"30", false, 30 * time.Second, true},
-		{"1800000045", true, 45 * time.Second, true},
-		{"1700000000", true, 0, true},    // in the past: now
-		{"99999999999", false, 0, false}, // over 2^32 s: hostile
-		{"-1", false, 0, false},
-		{"soon", true, 0, false},
+		{"30", 30 * time.Second, true},
+		{"0", 0, true},
+		{"99999999", 99999999 * time.Second, true}, // the longest wait: 3 years, which MaxRetryAfter refuses
+		{"100000000", 0, true},                     // the earliest Unix time: long past, so now
+		{"1800000045", 45 * time.Second, true},
+		{"1700000000", 0, true},   // in the past: now
+		{"99999999999", 0, false}, // a time over 2^32 s away: hostile
+		{"-1", 0, false},
+		{"soon", 0, false},
 	}
 	for _, tc := range cases {
-		got, ok := Reset(tc.v, tc.epoch, now)
+		got, ok := Reset(tc.v, now)
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("Reset(%q, %v) = %v, %v; want %v, %v", tc.v, tc.epoch, got, ok, tc.want, tc.ok)
+			t.Errorf("Reset(%q) = %v, %v; want %v, %v", tc.v, got, ok, tc.want, tc.ok)
 		}
 	}
 }
@@ -102,13 +104,13 @@ func FuzzParseRateLimit(f *testing.F) {
 
 func FuzzParseReset(f *testing.F) {
 	for _, s := range []string{"30", "1800000045", "-1", "9223372036854775807", " 7 "} {
-		f.Add(s, true)
+		f.Add(s)
 	}
 	now := time.Unix(1_800_000_000, 0)
-	f.Fuzz(func(t *testing.T, v string, epoch bool) {
-		d, ok := Reset(v, epoch, now)
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := Reset(v, now)
 		if d < 0 || d > maxSeconds*time.Second || (!ok && d != 0) {
-			t.Fatalf("Reset(%q, %v) = %v, %v", v, epoch, d, ok)
+			t.Fatalf("Reset(%q) = %v, %v", v, d, ok)
 		}
 	})
 }

@@ -578,7 +578,7 @@ func (b *lockedBuffer) String() string {
 // Transport uses it: a refund only for a retry it allowed, counts of what
 // it was told.
 type ledger struct {
-	inner *httpretry.TokenBucket
+	inner httpretry.Budget // a token bucket
 	r     *run
 	host  string
 
@@ -627,4 +627,4 @@ func (l *ledger) Succeeded(retried, timeout bool) {
 	l.inner.Succeeded(retried, timeout)
 }
 
-func (l *ledger) Level() (available, capacity float64) { return l.inner.Level() }
+func (l *ledger) Level() (available, capacity float64) { return level(l.inner) }

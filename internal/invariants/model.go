@@ -34,15 +34,24 @@ type effPolicy struct {
 	stateful      bool
 }
 
+// The defaults a zero Policy field means, as Policy's docs give them: the
+// model keeps its own copy, so that a changed default in the code is a
+// violation, not a silent change of the model.
+const (
+	defaultMaxAttempts    = 4
+	defaultMaxRetryAfter  = 60 * time.Second
+	defaultMaxReplayBytes = 1 << 20
+)
+
 // effective returns the policy that applies to call c, as the docs say it
 // is resolved: defaults, then the per-request edits.
 func (r *run) effective(c *callSpec) *effPolicy {
 	p := &r.s.pol
 	e := &effPolicy{
-		maxAttempts:   cmp.Or(p.maxAttempts, httpretry.DefaultMaxAttempts),
+		maxAttempts:   cmp.Or(p.maxAttempts, defaultMaxAttempts),
 		timeout:       max(p.attemptTimeout, 0),
-		maxRetryAfter: cmp.Or(p.maxRetryAfter, httpretry.DefaultMaxRetryAfter),
-		maxReplay:     cmp.Or(p.maxReplay, httpretry.DefaultMaxReplayBytes),
+		maxRetryAfter: cmp.Or(p.maxRetryAfter, defaultMaxRetryAfter),
+		maxReplay:     cmp.Or(p.maxReplay, defaultMaxReplayBytes),
 		keyMethods:    []string{"POST", "PUT"},
 		keyHeader:     "Idempotency-Key",
 		hedgeDelay:    p.hedgeDelay,
@@ -302,9 +311,8 @@ func (r *run) serverDelay(b *baseRec) (d time.Duration, ok, known bool) {
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(r.headerText(rs[0])), 10, 64)
 		if err == nil && n >= 0 {
-			if r.s.pol.reset == 2 {
-				n -= now.Unix()
-				n = max(n, 0)
+			if n >= 100_000_000 { // a Unix time, as HintPolicy.ResetHeader says
+				n = max(n-now.Unix(), 0)
 			}
 			if n <= 1<<32 {
 				return time.Duration(n) * time.Second, true, true

@@ -34,8 +34,8 @@ type run struct {
 	panics panics
 
 	mu         sync.Mutex
-	buckets    []*httpretry.TokenBucket // small buckets handed to the Transport
-	ratios     []*httpretry.RatioBudget
+	buckets    []httpretry.Budget // small token buckets handed to the Transport
+	ratios     []httpretry.Budget // ratio budgets handed to the Transport
 	ledgers    []*ledger
 	violations []string
 	active     map[string]int   // by host key: calls in flight
@@ -295,11 +295,8 @@ func (r *run) policy() httpretry.Policy {
 	if p.should {
 		pol.Hints.ShouldRetryHeader = shouldHeader
 	}
-	switch p.reset {
-	case 1:
+	if p.reset != 0 {
 		pol.Hints.ResetHeader = resetHeader
-	case 2:
-		pol.Hints.ResetHeader, pol.Hints.ResetFormat = resetHeader, httpretry.ResetEpochSeconds
 	}
 	pol.Hints.IgnoreRateLimit = p.ignoreRL
 	if fn := classifiers[p.classifier]; fn != nil {
@@ -375,7 +372,7 @@ func (r *run) transport() *httpretry.Transport {
 		tr.Hosts = map[string]httpretry.Policy{"api.example.com": host}
 		for _, c := range r.calls {
 			tr.Hosts[fmt.Sprintf("api.example.com/c%d/pay", c.spec.idx)] = httpretry.Policy{
-				MaxAttempts: cmp.Or(pol.MaxAttempts, httpretry.DefaultMaxAttempts)}
+				MaxAttempts: cmp.Or(pol.MaxAttempts, defaultMaxAttempts)}
 		}
 	}
 	if r.s.hostLimit > 0 {

@@ -59,7 +59,7 @@ type polSpec struct {
 	adaptive       int // 0: fixed Delay; 1: adaptive, 100 samples first; 2: adaptive after 2 samples, bounded
 	overload       int
 	should         bool // Hints.ShouldRetryHeader = X-Should-Retry
-	reset          int  // 0: no ResetHeader, 1: delta seconds, 2: epoch seconds
+	reset          int  // 0: no ResetHeader, 1: ResetHeader set
 	ignoreRL       bool
 	classifier     int
 	prepare        int
@@ -465,7 +465,7 @@ var (
 		`"default";r=0;t=3`, `"default";r=5;t=30`, `"a";r=0;t=1, "b";r=0;t=4`, `"q";r=0;t=soon`,
 		`"q";r=0;t=99999999999999`, `"q";t=2`, `"q";r=0;t=-3`, `"q";r=0;t=0`, `;;=`,
 	}
-	resets      = []hdr{{value: "2"}, {value: "-5"}, {value: "x"}, {value: "4294967297"}, {kind: hdrEpoch, off: 3}, {kind: hdrEpoch, off: -100}, {value: " 1 "}}
+	resets      = []hdr{{value: "2"}, {value: "-5"}, {value: "x"}, {value: "4294967297"}, {kind: hdrEpoch, off: 3}, {kind: hdrEpoch, off: -100}, {value: " 1 "}, {value: "99999999"}, {value: "100000000"}}
 	shouldVals  = []string{"true", "false", " TRUE ", "maybe"}
 	statusTable = []struct{ code, weight int }{
 		{200, 20}, {201, 3}, {204, 2}, {101, 2}, {100, 1}, {103, 1}, {301, 2}, {304, 2},
@@ -555,7 +555,7 @@ func (g gen) policy() polSpec {
 	}
 	p.overload = g.weighted(24, 2, 2, 2, 1, 2)
 	p.should = g.chance(0.3)
-	p.reset = g.weighted(6, 1, 1)
+	p.reset = g.weighted(6, 2)
 	p.ignoreRL = g.chance(0.15)
 	p.classifier = g.weighted(6, 2, 2)
 	p.prepare = g.weighted(12, 2, 1, 1, 1)

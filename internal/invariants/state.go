@@ -29,7 +29,7 @@ func (r *run) checkLevels(when string) {
 		}
 	}
 	for _, b := range ratios {
-		if avail, capacity := b.Level(); avail < 0 || avail > capacity {
+		if avail, capacity := level(b); avail < 0 || avail > capacity {
 			r.violate("ratio budget at %v of %v %s", avail, capacity, when)
 		}
 	}
@@ -314,9 +314,19 @@ func (r *run) checkProtection() {
 }
 
 // tokens returns the tokens a budget holds, from the level it reports.
-func tokens(b interface {
-	Level() (available, capacity float64)
-}) int {
-	available, _ := b.Level()
+func tokens(b httpretry.Budget) int {
+	available, _ := level(b)
 	return int(available)
+}
+
+// level is the level b reports (see httpretry.Budget), or -1, -1 if it
+// reports none.
+func level(b httpretry.Budget) (available, capacity float64) {
+	l, ok := b.(interface {
+		Level() (available, capacity float64)
+	})
+	if !ok {
+		return -1, -1
+	}
+	return l.Level()
 }

@@ -15,13 +15,11 @@ import (
 
 // Hints says how a host announces its rate limit, besides Retry-After on a
 // 429: the RateLimit field unless IgnoreRateLimit, and RemainingHeader with
-// ResetHeader (canonical names), counted as Unix seconds with ResetEpoch,
-// else as seconds from now.
+// ResetHeader (canonical names), read as headers.Reset reads it.
 type Hints struct {
 	IgnoreRateLimit bool
 	RemainingHeader string
 	ResetHeader     string
-	ResetEpoch      bool
 }
 
 // Pacer paces the attempts sent to one host by the rate limit the host
@@ -171,7 +169,7 @@ func announced(now time.Time, resp *http.Response, h *Hints) (time.Duration, int
 	if err != nil || left < 0 {
 		return 0, 0, false
 	}
-	d, ok := headers.Reset(ts[0], h.ResetEpoch, now)
+	d, ok := headers.Reset(ts[0], now)
 	return d, left, ok
 }
 

@@ -19,7 +19,7 @@ func answer(code int, kv ...string) *http.Response {
 	return &http.Response{StatusCode: code, Header: h}
 }
 
-var githubStyle = Hints{ResetHeader: "X-Ratelimit-Reset", ResetEpoch: true, RemainingHeader: "X-Ratelimit-Remaining"}
+var githubStyle = Hints{ResetHeader: "X-Ratelimit-Reset", RemainingHeader: "X-Ratelimit-Remaining"}
 
 func TestPacerAnnouncements(t *testing.T) {
 	t.Parallel()
