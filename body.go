@@ -417,6 +417,7 @@ type resumeBody struct {
 	off          int64     // bytes read so far
 	left         int       // resumes left
 	prevDelay    time.Duration
+	asked        time.Duration // the wait the last resume's answer asked for (Retry-After, a hint); 0 if none
 
 	mu     sync.Mutex
 	cur    io.ReadCloser           // the current response's body; its Close ends its attempt's context
@@ -533,6 +534,10 @@ func (b *resumeBody) resume(cause error) (err error) {
 		}
 		d := c.p.backoff.Delay(c.sent, b.prevDelay, nil)
 		b.prevDelay = d
+		if b.asked > 0 {
+			d = max(d, addJitter(b.asked)) // never earlier than asked, as a retry
+			b.asked = 0
+		}
 		if werr := backoff.Wait(ctx, d); werr != nil {
 			c.unreserve()
 			return b.ended(ctx, cause, werr)
@@ -619,9 +624,16 @@ func (b *resumeBody) send(ctx context.Context, a *attempt) (body io.ReadCloser, 
 	case a.Response != nil && reason == "":
 		a.Stop = StopSuccess
 	case a.Class.retryable() && ctx.Err() == nil && (a.Response == nil || a.Response.StatusCode != http.StatusOK):
-		// A failure of the resume's own, a 503: worth another resume.
-		a.Stop = StopNone
-		retry = true
+		// A failure of the resume's own, a 503: worth another resume,
+		// after the wait its answer asks for, as a retry would be.
+		a.Stop, retry = StopNone, true
+		if sd, _, ok := c.p.hints.serverDelay(a.Response, time.Now()); ok {
+			if sd > c.p.maxRetryAfter {
+				a.Stop, retry = StopRetryAfter, false
+				reason = "the server asked to wait longer than MaxRetryAfter"
+			}
+			b.asked = sd
+		}
 	default:
 		a.Stop = StopFatal
 	}

@@ -492,3 +492,65 @@ func TestResumeOnlyForTheSafeCases(t *testing.T) {
 		})
 	}
 }
+
+// A resume answered 503 with Retry-After: 5. → The next resume waits at
+// least the 5 s the server asked for, as a retry would, not the backoff's
+// few hundred milliseconds.
+func TestResumeObeysRetryAfter(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		content := strings.Repeat("x", 100)
+		var times []time.Time
+		base := &rangeBase{content: content, cut: 10}
+		base.resume = func(req *http.Request, off int64) (*http.Response, error) {
+			times = append(times, time.Now())
+			if len(times) == 1 {
+				return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"5"}},
+					Body: http.NoBody, Request: req}, nil
+			}
+			h := http.Header{"Etag": {`"v1"`}, "Content-Range": {fmt.Sprintf("bytes %d-%d/%d", off, len(content)-1, len(content))}}
+			return &http.Response{StatusCode: http.StatusPartialContent, Header: h, ContentLength: int64(len(content)) - off,
+				Body: io.NopCloser(strings.NewReader(content[off:])), Request: req}, nil
+		}
+		tr := &httpretry.Transport{Base: base}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, content, string(got))
+		require.Len(t, times, 2)
+		wait := times[1].Sub(times[0])
+		assert.GreaterOrEqual(t, wait, 5*time.Second, "the server asked for 5 s")
+		assert.LessOrEqual(t, wait, 6*time.Second, "at most 10 % later")
+	})
+}
+
+// A resume answered 503 with a Retry-After above MaxRetryAfter. → The read
+// ends at once with a ResumeError carrying the 503, as a call returns such
+// an answer: no wait of an hour inside the caller's Read.
+func TestResumeRetryAfterAboveTheBoundEndsTheRead(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &rangeBase{content: strings.Repeat("x", 100), cut: 10}
+		resumes := 0
+		base.resume = func(req *http.Request, off int64) (*http.Response, error) {
+			resumes++
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"3600"}},
+				Body: http.NoBody, Request: req}, nil
+		}
+		tr := &httpretry.Transport{Base: base}
+		resp, err := tr.RoundTrip(get(t, t.Context()))
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var re *httpretry.ResumeError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, http.StatusServiceUnavailable, re.Status)
+		assert.Equal(t, int64(10), re.Offset)
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the read error that broke the body")
+		assert.Equal(t, 1, resumes)
+		assert.Less(t, time.Since(start), time.Second, "no wait for the hour asked")
+	})
+}
