@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seedhq/httpretry/internal/addrs"
 	"github.com/seedhq/httpretry/internal/breaker"
 	"github.com/seedhq/httpretry/internal/freshconn"
 	"github.com/seedhq/httpretry/internal/replay"
@@ -144,6 +145,7 @@ func (c *callState) settle(ctx context.Context, a *attempt, resp *http.Response,
 		a.settled = ok
 	}()
 	c.classify(a)
+	c.noteAddr(a)
 	c.record(ctx, a)
 	if c.learn != nil {
 		c.learnFrom(ctx, a)
@@ -197,8 +199,28 @@ func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) e
 	resp, err := c.senderOver(base).RoundTrip(a.Request)
 	fired := a.timer != nil && !a.timer.Stop()
 	c.settle(ctx, a, resp, err, fired)
-	c.fresh = c.t.fresh && needsFreshConn(a)
+	c.fresh = c.t.fresh && (needsFreshConn(a) || c.fresh)
 	return nil
+}
+
+// noteAddr notes the address of the connection a failed on, when a's
+// error names it and the Base is the default, whose dialer avoids it: in
+// this call, whose next attempt then gets a connection of its own, and
+// for a while across calls.
+func (c *callState) noteAddr(a *attempt) {
+	if c.t.addrs == nil || a.Response != nil || a.Err == nil || !a.Class.retryable() {
+		return
+	}
+	ap, ok := addrs.Of(a.Err)
+	if !ok {
+		return
+	}
+	c.t.addrs.Failed(ap, time.Now())
+	if c.failedAddrs == nil {
+		c.failedAddrs = new(addrs.Set)
+	}
+	c.failedAddrs.Add(ap)
+	c.fresh = c.t.fresh
 }
 
 // needsFreshConn reports whether the retry after attempt a, which Base
@@ -318,6 +340,9 @@ func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser,
 		if n > 1 {
 			keySent = keySentYes
 		}
+	}
+	if c.failedAddrs != nil {
+		ctx = addrs.WithFailed(ctx, c.failedAddrs)
 	}
 	ctx = newAttemptContext(ctx, n, keySent)
 	src := c.req

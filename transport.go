@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/seedhq/httpretry/internal/addrs"
 	"github.com/seedhq/httpretry/internal/freshconn"
 	"github.com/seedhq/httpretry/internal/hoststate"
 	"github.com/seedhq/httpretry/internal/latency"
@@ -42,6 +45,15 @@ type Transport struct {
 	// when its response body is closed, so that it does not go back to
 	// the connection that failed. Any other Base, one that wraps an
 	// *http.Transport included, sends every attempt through its own pool.
+	//
+	// With the default Base (nil), a retry after a failure that names its
+	// connection's address (a reset, a refused dial, a read timeout) is
+	// also sent on a connection of its own, dialled to another of the host
+	// name's addresses when it has several; and for 30 s, across calls, new
+	// connections try such an address after the name's others. While all
+	// are well, addresses are dialled in the resolver's order, as
+	// net.Dialer does. A Base of the caller's dials as it always has: the
+	// Transport cannot choose the address another dialer dials.
 	Base http.RoundTripper
 
 	// Policy applies to requests that no key of Hosts matches, and is
@@ -97,7 +109,8 @@ type Transport struct {
 
 	once   sync.Once
 	base   http.RoundTripper
-	fresh  bool // base can give a retry a connection of its own
+	fresh  bool         // base can give a retry a connection of its own
+	addrs  *addrs.Table // the addresses the default Base avoids; nil for a Base of the caller's
 	hosts  *hostTable
 	states hoststate.Table[hostPort]
 }
@@ -106,11 +119,29 @@ func (t *Transport) init() {
 	t.once.Do(func() {
 		t.base = t.Base
 		if t.base == nil {
-			t.base = cleanhttp.DefaultPooledTransport()
+			t.base = t.defaultBase()
 		}
 		t.fresh = freshconn.Supported(t.base)
 		t.hosts = compileHosts(t.Policy, t.Hosts)
 	})
+}
+
+// defaultBase is the Base of a Transport whose Base is nil: go-cleanhttp's
+// pooled transport, dialling with its dialer's settings through one that
+// prefers the addresses of a name that have not failed (internal/addrs).
+func (t *Transport) defaultBase() http.RoundTripper {
+	tr := cleanhttp.DefaultPooledTransport()
+	t.addrs = new(addrs.Table)
+	d := &addrs.Dialer{
+		Dial: (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Lookup: func(ctx context.Context, network, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, network, host) // as net.Dialer reads it: at each dial
+		},
+		Table:   t.addrs,
+		Timeout: 30 * time.Second,
+	}
+	tr.DialContext = d.DialContext
+	return tr
 }
 
 // CloseIdleConnections closes the idle connections of Base, if Base has
@@ -176,6 +207,7 @@ type callState struct {
 	held         *http.Response // the last response, drained into memory, while its retry is not yet sent
 	prevDelay    time.Duration  // the previous backoff delay, for decorrelated jitter
 	fresh        bool           // the next retry is to have a connection of its own (needsFreshConn)
+	failedAddrs  *addrs.Set     // addresses that failed in this call, avoided by the default Base's dials; nil until one does
 	reserved     bool           // a retry's cost is taken from the budget and not yet spent
 	reservedTO   bool           // ... as a timeout retry
 	timeoutRetry bool           // the last retry sent was charged as a timeout retry

@@ -33,6 +33,7 @@ var sections = []string{
 	"Uploads",
 	"Hostile responses",
 	"Hostile URLs and policies",
+	"Another address",
 	knownProblems,
 }
 

@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/go-resty/resty/v2"
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// peer is another retry library, set up as its README does, with its
+// waits cut to 1 ms so that a run takes seconds: it sends GETs to a URL.
+type peer struct {
+	name, setup string
+	get         func(url string) error // nil when the call got a 200
+	close       func()
+}
+
+// addressPeers are the peers for the address and connection tests, each
+// over its own default transport (each dials with net.Dialer, in the
+// resolver's order).
+func addressPeers() []peer {
+	rc := retryablehttp.NewClient() // RetryMax 4: 5 attempts
+	rc.Logger = nil
+	rc.RetryWaitMin, rc.RetryWaitMax = time.Millisecond, 2*time.Millisecond
+	fsBase := http.DefaultTransport.(*http.Transport).Clone()
+	fs := &http.Client{Transport: failsafehttp.NewRoundTripper(fsBase,
+		failsafehttp.NewRetryPolicyBuilder().WithBackoff(time.Millisecond, 2*time.Millisecond).Build())} // 3 attempts
+	rs := resty.New().SetLogger(quiet{}).SetRetryCount(3).SetRetryWaitTime(time.Millisecond).SetRetryMaxWaitTime(2 * time.Millisecond).
+		AddRetryCondition(func(r *resty.Response, err error) bool { return err != nil || r.StatusCode() >= 500 })
+	return []peer{
+		{"go-retryablehttp v0.7.8", "NewClient: 5 attempts", func(url string) error { return status(rc.StandardClient().Get(url)) },
+			rc.HTTPClient.CloseIdleConnections},
+		{"failsafe-go v0.9.8", "failsafehttp retry policy: 3 attempts", func(url string) error { return status(fs.Get(url)) },
+			fsBase.CloseIdleConnections},
+		{"resty v2.17.2", "SetRetryCount(3): 4 attempts, retrying errors and 5xx", func(url string) error {
+			r, err := rs.R().Get(url)
+			if err != nil {
+				return err
+			}
+			if r.StatusCode() != http.StatusOK {
+				return fmt.Errorf("status %d", r.StatusCode())
+			}
+			return nil
+		}, func() { rs.GetClient().CloseIdleConnections() }},
+	}
+}
+
+func status(resp *http.Response, err error) error {
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// quiet is a resty.Logger that logs nothing: resty logs every retry at
+// Warn by default.
+type quiet struct{}
+
+func (quiet) Errorf(string, ...any) {}
+func (quiet) Warnf(string, ...any)  {}
+func (quiet) Debugf(string, ...any) {}

@@ -1,0 +1,291 @@
+// Package addrs lets a retry go to another of a host name's addresses:
+// when a name resolves to several, a dial prefers an address that has not
+// failed in this call (Envoy's previous_hosts) and puts last, for a while
+// and across calls, one whose connections failed (as OkHttp's
+// RouteDatabase postpones failed routes). While every address is well, it
+// dials them in the resolver's order, as net.Dialer does: nothing is pinned.
+package addrs
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// AvoidFor is how long an address whose connection failed is dialled only
+// after the host's others.
+const AvoidFor = 30 * time.Second
+
+// maxEntries bounds the addresses a Table remembers: past it, expired
+// entries go, and then the table forgets the oldest.
+const maxEntries = 4096
+
+// Set is the addresses that failed during one call. The zero value is
+// empty; it is safe for concurrent use.
+type Set struct {
+	mu sync.Mutex
+	a  []netip.AddrPort
+}
+
+// Add adds ap to s.
+func (s *Set) Add(ap netip.AddrPort) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.a {
+		if x == ap {
+			return
+		}
+	}
+	s.a = append(s.a, ap)
+}
+
+// Has reports whether s holds ap; a nil s holds nothing.
+func (s *Set) Has(ap netip.AddrPort) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.a {
+		if x == ap {
+			return true
+		}
+	}
+	return false
+}
+
+type ctxKey struct{}
+
+// WithFailed returns ctx carrying s, the addresses its call saw fail.
+func WithFailed(ctx context.Context, s *Set) context.Context {
+	return context.WithValue(ctx, ctxKey{}, s)
+}
+
+func failedIn(ctx context.Context) *Set {
+	s, _ := ctx.Value(ctxKey{}).(*Set)
+	return s
+}
+
+// Table remembers, across calls, the addresses whose connections failed
+// lately. The zero value is empty; it is safe for concurrent use.
+type Table struct {
+	n  atomic.Int32 // entries, read without mu on every dial
+	mu sync.Mutex
+	m  map[netip.AddrPort]time.Time // avoided until
+}
+
+// Failed notes that a connection to ap failed at now: ap is avoided until
+// AvoidFor after it.
+func (t *Table) Failed(ap netip.AddrPort, now time.Time) {
+	if !ap.IsValid() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[netip.AddrPort]time.Time)
+	}
+	if _, ok := t.m[ap]; !ok && len(t.m) >= maxEntries {
+		t.prune(now)
+	}
+	t.m[ap] = now.Add(AvoidFor)
+	t.n.Store(int32(len(t.m)))
+}
+
+// prune drops expired entries, or, if none has expired, the one that
+// expires first. t.mu is held.
+func (t *Table) prune(now time.Time) {
+	var first netip.AddrPort
+	var firstAt time.Time
+	for ap, until := range t.m {
+		if !now.Before(until) {
+			delete(t.m, ap)
+			continue
+		}
+		if firstAt.IsZero() || until.Before(firstAt) {
+			first, firstAt = ap, until
+		}
+	}
+	if len(t.m) >= maxEntries {
+		delete(t.m, first)
+	}
+}
+
+// Avoided reports whether ap failed less than AvoidFor before now.
+func (t *Table) Avoided(ap netip.AddrPort, now time.Time) bool {
+	if t == nil || t.n.Load() == 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	until, ok := t.m[ap]
+	if ok && !now.Before(until) {
+		delete(t.m, ap)
+		t.n.Store(int32(len(t.m)))
+		return false
+	}
+	return ok
+}
+
+// Len is how many addresses t remembers, expired ones included.
+func (t *Table) Len() int {
+	if t == nil {
+		return 0
+	}
+	return int(t.n.Load())
+}
+
+// Dialer dials a host name's addresses one at a time, those that failed
+// last. A zero field makes DialContext fail.
+type Dialer struct {
+	// Dial dials one address, as net.Dialer.DialContext.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// Lookup resolves a host name, as net.Resolver.LookupNetIP.
+	Lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)
+	// Table is the addresses avoided across calls; nil: none.
+	Table *Table
+	// Timeout bounds a dial of all of a name's addresses, shared among
+	// them, as net.Dialer.Timeout does; 0: only ctx bounds it.
+	Timeout time.Duration
+}
+
+// minDialTime is the least time one address of several gets, as
+// net.Dialer's dialSerial gives each.
+const minDialTime = 2 * time.Second
+
+// DialContext dials address. When neither ctx's call nor the table knows a
+// failed address, or address is not a name with several addresses, it is
+// Dial's: net.Dialer's own order and fallbacks. Otherwise it dials the
+// name's addresses in the resolver's order, those avoided by the table
+// after the others and those that failed in ctx's call last, each with a
+// share of the time left, and notes each that fails to connect.
+func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	failed := failedIn(ctx)
+	if failed == nil && d.Table.Len() == 0 {
+		return d.Dial(ctx, network, address)
+	}
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return d.Dial(ctx, network, address)
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return d.Dial(ctx, network, address)
+	}
+	portN, perr := parsePort(port)
+	if perr != nil {
+		return d.Dial(ctx, network, address)
+	}
+	ips, err := d.Lookup(ctx, ipNetwork(network), host)
+	if err != nil || len(ips) < 2 {
+		return d.Dial(ctx, network, address) // its own lookup reports the error, or there is no choice
+	}
+	order := Order(ips, portN, failed, d.Table, time.Now())
+	if d.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+	}
+	var last error
+	for i, ap := range order {
+		dctx, cancel := partial(ctx, len(order)-i)
+		conn, err := d.Dial(dctx, network, ap.String())
+		cancel()
+		if err == nil {
+			return conn, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+		d.Table.note(ap)
+		if failed != nil {
+			failed.Add(ap)
+		}
+	}
+	return nil, last
+}
+
+func (t *Table) note(ap netip.AddrPort) {
+	if t != nil {
+		t.Failed(ap, time.Now())
+	}
+}
+
+// Order returns ips at port in the order a dial tries them: the resolver's,
+// but those the table avoids at now after the others, and those in failed
+// last.
+func Order(ips []netip.Addr, port uint16, failed *Set, t *Table, now time.Time) []netip.AddrPort {
+	var good, avoided, bad []netip.AddrPort
+	for _, ip := range ips {
+		ap := netip.AddrPortFrom(ip.Unmap(), port)
+		switch {
+		case failed.Has(ap):
+			bad = append(bad, ap)
+		case t.Avoided(ap, now):
+			avoided = append(avoided, ap)
+		default:
+			good = append(good, ap)
+		}
+	}
+	return append(append(good, avoided...), bad...)
+}
+
+// partial returns ctx bounded, when it has a deadline, to a share of the
+// time left for one of left addresses, never less than minDialTime.
+func partial(ctx context.Context, left int) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || left <= 1 {
+		return ctx, func() {}
+	}
+	share := time.Until(deadline) / time.Duration(left)
+	share = max(share, minDialTime)
+	return context.WithTimeout(ctx, share)
+}
+
+func ipNetwork(network string) string {
+	switch network {
+	case "tcp4", "udp4":
+		return "ip4"
+	case "tcp6", "udp6":
+		return "ip6"
+	}
+	return "ip"
+}
+
+var errPort = errors.New("addrs: bad port")
+
+func parsePort(s string) (uint16, error) {
+	n := 0
+	if s == "" || len(s) > 5 {
+		return 0, errPort
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, errPort
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n > 65535 {
+		return 0, errPort
+	}
+	return uint16(n), nil
+}
+
+// Of returns the remote address in err, an attempt's error, when the
+// error names the connection it happened on (a *net.OpError, as a reset,
+// a refused dial or a read timeout is).
+func Of(err error) (netip.AddrPort, bool) {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Addr == nil {
+		return netip.AddrPort{}, false
+	}
+	ap, perr := netip.ParseAddrPort(op.Addr.String())
+	if perr != nil {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
+}
