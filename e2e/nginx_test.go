@@ -30,12 +30,10 @@ func nginxBinary() (string, error) {
 	return "", errors.New("nginx not found in PATH nor in /usr/sbin")
 }
 
-// The configuration: /slow/ has a short read timeout (504), /limited/
-// allows one request a second per client (429, with a Retry-After of one
-// second that nginx adds to its 429 only: an empty add_header value adds
-// nothing), and everything goes to one upstream, so nginx never marks it
-// down and every failure is its own.
-const nginxConf = `daemon off;
+// nginxPreamble starts every configuration: one process in the
+// foreground, its pid file, logs and temp files in the test's directory.
+// The http block it opens is the configuration's to fill and close.
+const nginxPreamble = `daemon off;
 master_process off;
 pid {{dir}}/nginx.pid;
 error_log {{dir}}/error.log warn;
@@ -47,7 +45,14 @@ http {
 	fastcgi_temp_path {{dir}}/fastcgi;
 	uwsgi_temp_path {{dir}}/uwsgi;
 	scgi_temp_path {{dir}}/scgi;
-	limit_req_zone $binary_remote_addr zone=perclient:1m rate=1r/s;
+`
+
+// The configuration: /slow/ has a short read timeout (504), /limited/
+// allows one request a second per client (429, with a Retry-After of one
+// second that nginx adds to its 429 only: an empty add_header value adds
+// nothing), and everything goes to one upstream, so nginx never marks it
+// down and every failure is its own.
+const nginxConf = nginxPreamble + `	limit_req_zone $binary_remote_addr zone=perclient:1m rate=1r/s;
 	map $status $retry_after { 429 1; default ""; }
 	upstream app {
 		server {{upstream}};
@@ -80,6 +85,14 @@ http {
 // installed it.
 func startNginx(t testing.TB, upstream string) *nginx {
 	t.Helper()
+	return startNginxConf(t, strings.ReplaceAll(nginxConf, "{{upstream}}", upstream))
+}
+
+// startNginxConf starts nginx with the configuration conf, in which
+// {{dir}} and {{port}} are filled in with the test's directory and a free
+// port.
+func startNginxConf(t testing.TB, conf string) *nginx {
+	t.Helper()
 	bin, err := nginxBinary()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -101,9 +114,9 @@ func startNginx(t testing.TB, upstream string) *nginx {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conf := strings.NewReplacer("{{dir}}", dir, "{{upstream}}", upstream, "{{port}}", port).Replace(nginxConf)
+		text := strings.NewReplacer("{{dir}}", dir, "{{port}}", port).Replace(conf)
 		path := filepath.Join(dir, "nginx.conf")
-		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"))

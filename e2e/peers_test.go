@@ -68,3 +68,27 @@ type quiet struct{}
 func (quiet) Errorf(string, ...any) {}
 func (quiet) Warnf(string, ...any)  {}
 func (quiet) Debugf(string, ...any) {}
+
+// downloadPeer is another retry library's client, set up as its README
+// does, with its waits cut to 1 ms.
+type downloadPeer struct {
+	name, setup string
+	client      *http.Client
+}
+
+// downloadPeers are the peers for the download tests, each over a
+// transport of its own, closed when the test ends.
+func downloadPeers(t interface{ Cleanup(func()) }) []downloadPeer {
+	rc := retryablehttp.NewClient() // RetryMax 4: 5 attempts
+	rc.Logger = nil
+	rc.RetryWaitMin, rc.RetryWaitMax = time.Millisecond, 2*time.Millisecond
+	t.Cleanup(rc.HTTPClient.CloseIdleConnections)
+	fsBase := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(fsBase.CloseIdleConnections)
+	fs := &http.Client{Transport: failsafehttp.NewRoundTripper(fsBase,
+		failsafehttp.NewRetryPolicyBuilder().WithBackoff(time.Millisecond, 2*time.Millisecond).Build())} // 3 attempts
+	return []downloadPeer{
+		{"go-retryablehttp v0.7.8", "NewClient: 5 attempts", rc.StandardClient()},
+		{"failsafe-go v0.9.8", "failsafehttp retry policy: 3 attempts", fs},
+	}
+}
