@@ -92,7 +92,7 @@ func (s fileServer) via(file string) string { return "http://" + s.proxy.Listen 
 // on the files of dir, each behind a proxy of x.
 func fileServers(t *testing.T, x *toxi, dir string) []fileServer {
 	t.Helper()
-	goSrv := httptest.NewServer(serveContent(dir, true))
+	goSrv := httptest.NewServer(serveContent(dir))
 	t.Cleanup(goSrv.Close)
 	servers := []fileServer{{name: "http.ServeContent", url: goSrv.URL}}
 	if _, err := nginxBinary(); err == nil || os.Getenv("CI") == "true" {
@@ -110,25 +110,35 @@ func fileServers(t *testing.T, x *toxi, dir string) []fileServer {
 }
 
 // serveContent serves the files of dir by http.ServeContent, which
-// honours Range and If-Range, with a strong ETag if etag is set.
-func serveContent(dir string, etag bool) http.Handler {
+// honours Range and If-Range, with a strong ETag.
+func serveContent(dir string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, err := os.Open(filepath.Join(dir, filepath.Base(r.URL.Path)))
-		if err != nil {
-			http.NotFound(w, r)
+		f, fi := openFile(w, r, dir)
+		if f == nil {
 			return
 		}
 		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		if etag {
-			w.Header().Set("Etag", fmt.Sprintf(`"%x-%x"`, fi.ModTime().Unix(), fi.Size()))
-		}
 		http.ServeContent(w, r, fi.Name(), fi.ModTime(), f)
 	})
+}
+
+// openFile opens the file of dir that r asks for and sets its strong
+// ETag, made of its mtime and size as nginx makes its own; or answers r
+// with an error and returns nil.
+func openFile(w http.ResponseWriter, r *http.Request, dir string) (*os.File, os.FileInfo) {
+	f, err := os.Open(filepath.Join(dir, filepath.Base(r.URL.Path)))
+	if err != nil {
+		http.NotFound(w, r)
+		return nil, nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return nil, nil
+	}
+	w.Header().Set("Etag", fmt.Sprintf(`"%x-%x"`, fi.ModTime().Unix(), fi.Size()))
+	return f, fi
 }
 
 // cutEvery makes p end each connection after n bytes from the server.
@@ -314,4 +324,183 @@ func reasonOf(err error) string {
 		return re.Reason
 	}
 	return ""
+}
+
+// rangeHook is a Base that calls change once, before it sends the first
+// request that carries a Range: between the cut and the resume.
+type rangeHook struct {
+	base   http.RoundTripper
+	once   sync.Once
+	change func()
+}
+
+func (h *rangeHook) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("Range") != "" {
+		h.once.Do(h.change)
+	}
+	return h.base.RoundTrip(req)
+}
+
+// replaceFile replaces the file at path by another of the same size, a
+// new inode with a modification time an hour later, so that nginx's ETag
+// and the Go server's change.
+func replaceFile(t *testing.T, path string, size int, seed uint64) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	tmp, _ := writeFile(t, filepath.Dir(path), filepath.Base(path)+".new", size, seed)
+	later := fi.ModTime().Add(time.Hour)
+	if err := os.Chtimes(tmp, later, later); err != nil {
+		t.Error(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Error(err)
+	}
+}
+
+// prefixOf reports whether got, the outcome of a download, read the first
+// got.n bytes of content and nothing else.
+func prefixOf(got fetched, content []byte) bool {
+	return got.n <= int64(len(content)) && got.sum == sha256.Sum256(content[:got.n])
+}
+
+// TestResumeFileChanged: the file changes between the cut and the resume.
+// The resume's If-Range fails, the server sends the new file whole (200),
+// and the caller's read ends with a *ResumeError at the offset it had
+// read, every byte it got of the first file.
+func TestResumeFileChanged(t *testing.T) {
+	const size, cut = 8 << 20, 1 << 20
+	dir := t.TempDir()
+	x := startToxiproxy(t)
+	for _, srv := range fileServers(t, x, dir) {
+		t.Run(srv.name, func(t *testing.T) {
+			name := strings.ReplaceAll(srv.name, "/", "-") + ".bin"
+			path, _ := writeFile(t, dir, name, size, 1)
+			first, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cutEvery(t, srv.proxy, cut)
+			var rs resumes
+			hook := &rangeHook{base: freshBase(t), change: func() { replaceFile(t, path, size, 2) }}
+			tr := &httpretry.Transport{Base: hook, OnAttempt: rs.observe,
+				Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond)}}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			got := fetch(ctx, &http.Client{Transport: tr}, srv.via(name))
+
+			var re *httpretry.ResumeError
+			if !errors.As(got.err, &re) {
+				t.Fatalf("read %d bytes, error %v: want a *ResumeError", got.n, got.err)
+			}
+			if re.Offset != got.n || re.Status != http.StatusOK || !errors.Is(got.err, io.ErrUnexpectedEOF) {
+				t.Errorf("ResumeError at %d, status %d, %v: want at the %d bytes read, status 200, unwrapping to io.ErrUnexpectedEOF",
+					re.Offset, re.Status, got.err, got.n)
+			}
+			if got.n == 0 || got.n >= size || !prefixOf(got, first) {
+				t.Errorf("read %d bytes: want a prefix of the first file, and only that", got.n)
+			}
+			if n, _ := rs.counts(); n != 1 {
+				t.Errorf("%d resumes, want 1", n)
+			}
+			figure(t, "Resume", "%s, the %s file replaced (new mtime, so a new ETag) between the cut at %s and the resume: the resume's If-Range failed, the server sent the new file (%d), and the caller's read ended with a *ResumeError at offset %d (%q), unwrapping to io.ErrUnexpectedEOF; the %d bytes read are the old file's, SHA-256 equal to its first %d bytes",
+				srv.name, mib(size), mib(got.n), re.Status, re.Offset, re.Reason, got.n, got.n)
+		})
+	}
+}
+
+// nginxNoRangesConf serves {{root}} with byte ranges turned off
+// (max_ranges 0): every request gets the whole file.
+const nginxNoRangesConf = nginxPreamble + `
+	max_ranges 0;
+	server {
+		listen 127.0.0.1:{{port}};
+		root {{root}};
+	}
+}
+`
+
+// wholeFile serves the files of dir whole whatever the request's Range,
+// with a strong ETag and a Content-Length, as a server that has never
+// heard of ranges; with Accept-Ranges: none if none is set.
+func wholeFile(dir string, none bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, fi := openFile(w, r, dir)
+		if f == nil {
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Length", fmt.Sprint(fi.Size()))
+		if none {
+			w.Header().Set("Accept-Ranges", "none")
+		}
+		io.Copy(w, f)
+	})
+}
+
+// TestResumeServerWithoutRanges: a server that does not do ranges. One
+// that ignores Range answers the resume with the whole file again: the
+// read ends with a *ResumeError that unwraps to io.ErrUnexpectedEOF, no
+// byte of the second answer spliced in. One that says Accept-Ranges:
+// none is not asked: the read fails with io.ErrUnexpectedEOF itself, as
+// without resumes.
+func TestResumeServerWithoutRanges(t *testing.T) {
+	const size, cut = 8 << 20, 1 << 20
+	dir := t.TempDir()
+	path, _ := writeFile(t, dir, "file.bin", size, 3)
+	content, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := startToxiproxy(t)
+	ignores := httptest.NewServer(wholeFile(dir, false))
+	t.Cleanup(ignores.Close)
+	none := httptest.NewServer(wholeFile(dir, true))
+	t.Cleanup(none.Close)
+	type server struct {
+		name    string
+		url     string
+		resumes int // resumes asked for; -1: not checked
+	}
+	servers := []server{
+		{"a Go handler that ignores Range", ignores.URL, 1},
+		{"a Go handler that ignores Range and says Accept-Ranges: none", none.URL, 0},
+	}
+	if _, err := nginxBinary(); err == nil || os.Getenv("CI") == "true" {
+		ng := startNginxConf(t, strings.ReplaceAll(nginxNoRangesConf, "{{root}}", dir))
+		// Whether it says Accept-Ranges is nginx's to choose.
+		servers = append(servers, server{"nginx with max_ranges 0", ng.url, -1})
+	}
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			p := x.proxy(t, strings.TrimPrefix(srv.url, "http://"))
+			cutEvery(t, p, cut)
+			var rs resumes
+			tr := &httpretry.Transport{Base: freshBase(t), OnAttempt: rs.observe,
+				Policy: httpretry.Policy{Backoff: backoff.Constant(time.Millisecond)}}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			got := fetch(ctx, &http.Client{Transport: tr}, "http://"+p.Listen+"/file.bin")
+			n, _ := rs.counts()
+			if !errors.Is(got.err, io.ErrUnexpectedEOF) || got.n == 0 || got.n >= size || !prefixOf(got, content) {
+				t.Fatalf("read %d bytes, error %v: want a prefix of the file and io.ErrUnexpectedEOF", got.n, got.err)
+			}
+			var re *httpretry.ResumeError
+			isResume := errors.As(got.err, &re)
+			switch {
+			case srv.resumes >= 0 && n != srv.resumes:
+				t.Errorf("%d resumes, want %d", n, srv.resumes)
+			case n == 0 && isResume, n > 0 && (!isResume || re.Status != http.StatusOK || re.Offset != got.n):
+				t.Errorf("%d resumes, error %#v", n, got.err)
+			}
+			outcome := fmt.Sprintf("the read failed with %v itself, not a ResumeError", got.err)
+			if isResume {
+				outcome = fmt.Sprintf("the resume got a %d, and the read ended with a *ResumeError at offset %d (%q), unwrapping to io.ErrUnexpectedEOF", re.Status, re.Offset, re.Reason)
+			}
+			figure(t, "Resume", "%s, %s file cut at %s: %d resume(s) asked for; %s; the %d bytes read are the file's first, nothing spliced",
+				srv.name, mib(size), mib(got.n), n, outcome, got.n)
+		})
+	}
 }
