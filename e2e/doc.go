@@ -1,7 +1,8 @@
 // Package e2e holds httpretry's end-to-end tests: faults injected by a real
 // fault injector (Shopify toxiproxy, run in-process), a real gateway (nginx,
 // started on a free loopback port), HTTP/2 over TLS (GOAWAY, REFUSED_STREAM),
-// a soak under flapping faults and a table of hostile inputs.
+// response bodies resumed and read ahead, a soak under flapping faults and
+// a table of hostile inputs.
 //
 // It is its own module so that none of this reaches the go.mod of a user of
 // httpretry. Everything runs on loopback with free ports:
