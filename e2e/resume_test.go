@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -503,4 +505,154 @@ func TestResumeServerWithoutRanges(t *testing.T) {
 				srv.name, mib(size), mib(got.n), n, outcome, got.n)
 		})
 	}
+}
+
+// resetConn is a server's connection that resets itself (RST, SO_LINGER
+// 0) once it has written after bytes. It embeds net.Conn, not the
+// *net.TCPConn, so that its ReadFrom (sendfile) cannot write past Write.
+type resetConn struct {
+	net.Conn
+	tcp  *net.TCPConn
+	left int
+}
+
+func (c *resetConn) Write(p []byte) (int, error) {
+	if len(p) < c.left {
+		n, err := c.Conn.Write(p)
+		c.left -= n
+		return n, err
+	}
+	n, _ := c.Conn.Write(p[:c.left])
+	c.left = 0
+	c.tcp.SetLinger(0)
+	c.tcp.Close()
+	return n, syscall.ECONNRESET
+}
+
+// resetListener hands out resetConns.
+type resetListener struct {
+	net.Listener
+	after int
+}
+
+func (l resetListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &resetConn{Conn: c, tcp: c.(*net.TCPConn), left: l.after}, nil
+}
+
+// readErrors is a Base that keeps the first error, other than io.EOF,
+// of every response body read through it: what broke each body.
+type readErrors struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	errs []error
+}
+
+func (r *readErrors) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	if err == nil {
+		resp.Body = &errBody{ReadCloser: resp.Body, r: r}
+	}
+	return resp, err
+}
+
+func (r *readErrors) all() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.errs...)
+}
+
+type errBody struct {
+	io.ReadCloser
+	r    *readErrors
+	seen bool
+}
+
+func (b *errBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && !b.seen {
+		b.seen = true
+		b.r.mu.Lock()
+		b.r.errs = append(b.r.errs, err)
+		b.r.mu.Unlock()
+	}
+	return n, err
+}
+
+// TestResumeUnderOtherFaults: the body arrives in slices of about 1 KiB
+// (toxiproxy's slicer) and each connection ends after 1 MiB; or each
+// connection is reset (RST, so the read fails with ECONNRESET rather
+// than an early end) after 1 MiB. Every download completes, its SHA-256
+// equal to the file's. (toxiproxy's reset_peer cannot cut a body: in
+// v2.5.0 it drops the first chunk it is given and resets the connection
+// then, before any byte of the response.)
+func TestResumeUnderOtherFaults(t *testing.T) {
+	const size, cut = 8 << 20, 1 << 20
+	dir := t.TempDir()
+	_, want := writeFile(t, dir, "file.bin", size, 4)
+	x := startToxiproxy(t)
+	download := func(t *testing.T, url string, p httpretry.Policy) (fetched, int, []error) {
+		var rs resumes
+		base := &readErrors{base: freshBase(t)}
+		p.Backoff = backoff.Constant(time.Millisecond)
+		tr := &httpretry.Transport{Base: base, OnAttempt: rs.observe, Policy: p}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		got := fetch(ctx, &http.Client{Transport: tr}, url)
+		n, good := rs.counts()
+		if got.err != nil || got.n != size || got.sum != want || n < size/cut-1 || n != good {
+			t.Fatalf("read %d bytes, error %v, SHA-256 equal %v, %d resumes (%d accepted)", got.n, got.err, got.sum == want, n, good)
+		}
+		return got, n, base.all()
+	}
+	for _, srv := range fileServers(t, x, dir) {
+		t.Run("slicer, "+srv.name, func(t *testing.T) {
+			slicer := toxic{name: "slicer", typ: "slicer", stream: "downstream",
+				attrs: toxiclient.Attributes{"average_size": 1024, "size_variation": 512}}
+			if err := slicer.apply(srv.proxy); err != nil {
+				t.Fatal(err)
+			}
+			cutEvery(t, srv.proxy, cut)
+			got, n, errs := download(t, srv.via("file.bin"), httpretry.Policy{MaxResumes: 32})
+			figure(t, "Resume", "%s, %s file through toxiproxy's slicer (about 1 KiB a slice) and limit_data %s a connection: read in full, SHA-256 equal, in %d resumes (MaxResumes 32, 1 ms backoff), %v; the reads broke with %v",
+				srv.name, mib(size), mib(cut), n, got.elapsed.Round(time.Millisecond), firstErr(errs))
+		})
+	}
+	t.Run("RST after 1 MiB, http.ServeContent", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewUnstartedServer(serveContent(dir))
+		srv.Listener.Close()
+		srv.Listener = resetListener{Listener: ln, after: cut}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		// An RST discards what the server's socket had not sent yet, so a
+		// connection carries anything up to 1 MiB: 8 to 18 resumes in ten
+		// runs. The bound and the budget are out of the way.
+		got, n, errs := download(t, srv.URL+"/file.bin", httpretry.Policy{MaxResumes: 1000, NewBudget: httpretry.NoBudget})
+		resets := 0
+		for _, err := range errs {
+			if errors.Is(err, syscall.ECONNRESET) {
+				resets++
+			}
+		}
+		if resets == 0 {
+			t.Errorf("no read failed with ECONNRESET: %v", errs)
+		}
+		figure(t, "Resume", "http.ServeContent whose connections reset themselves (RST) after %s: %s read in full, SHA-256 equal, in %d resumes (MaxResumes 1000, no budget, 1 ms backoff: an RST discards what the socket had not sent, so a connection carries anything up to the 1 MiB), %v; %d of the %d broken reads failed with ECONNRESET (%v)",
+			mib(cut), mib(size), n, got.elapsed.Round(time.Millisecond), resets, len(errs), firstErr(errs))
+	})
+}
+
+// firstErr returns the first of errs, or nil.
+func firstErr(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs[0]
 }
