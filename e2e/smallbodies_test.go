@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -316,4 +317,59 @@ func TestSmallBodiesMemory(t *testing.T) {
 				tc.name, float64(on)/1024, float64(off)/1024, float64(extra)/1024, tc.note)
 		})
 	}
+}
+
+// TestSmallBodiesInFlight: 64 calls at once, each answered with a 4 MiB
+// body of unknown length that the caller holds unread. Reading ahead
+// keeps, per call, at most the limit and a byte in memory, past what the
+// same calls keep without it: the rest waits in the server's socket.
+func TestSmallBodiesInFlight(t *testing.T) {
+	const limit, calls = 64 << 10, 64
+	payload := make([]byte, 4<<20)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(payload) // no Content-Length: chunked
+	}))
+	t.Cleanup(srv.Close)
+	live := func() uint64 {
+		runtime.GC()
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	held := func(t *testing.T, readBody int64) uint64 {
+		base := freshBase(t)
+		base.MaxConnsPerHost = calls
+		client := &http.Client{Transport: &httpretry.Transport{Base: base, Policy: httpretry.Policy{ReadBodyBytes: readBody}}}
+		before := live()
+		resps := make([]*http.Response, calls)
+		var wg sync.WaitGroup
+		for i := range resps {
+			wg.Go(func() {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resps[i] = resp
+			})
+		}
+		wg.Wait()
+		after := live()
+		for _, resp := range resps {
+			if resp != nil {
+				resp.Body.Close()
+			}
+		}
+		base.CloseIdleConnections()
+		return after - min(after, before)
+	}
+	off := held(t, 0)
+	on := held(t, limit)
+	extra := (on - min(on, off)) / calls
+	if extra > limit+1+16<<10 {
+		t.Errorf("%d calls in flight hold %d B with ReadBodyBytes %d, %d B without: %d B more a call, want at most the limit and a byte (and the allocator's rounding)",
+			calls, on, limit, off, extra)
+	}
+	figure(t, "Small bodies", "memory in flight, %d calls at once each answered with a 4 MiB body of unknown length that the caller holds unread, ReadBodyBytes 64 KiB: %.1f MiB of live heap (after a collection), %.1f MiB without it: %.1f KiB more a call, about its read-ahead buffer (at most 64 KiB and a byte); the rest of each body waits in the sockets",
+		calls, float64(on)/(1<<20), float64(off)/(1<<20), float64(extra)/1024)
 }
