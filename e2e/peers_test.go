@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,10 +72,11 @@ func (quiet) Warnf(string, ...any)  {}
 func (quiet) Debugf(string, ...any) {}
 
 // downloadPeer is another retry library's client, set up as its README
-// does, with its waits cut to 1 ms.
+// does, with its waits cut to 1 ms: get downloads url and hashes what it
+// read.
 type downloadPeer struct {
 	name, setup string
-	client      *http.Client
+	get         func(ctx context.Context, url string) fetched
 }
 
 // downloadPeers are the peers for the download tests, each over a
@@ -87,8 +90,21 @@ func downloadPeers(t interface{ Cleanup(func()) }) []downloadPeer {
 	t.Cleanup(fsBase.CloseIdleConnections)
 	fs := &http.Client{Transport: failsafehttp.NewRoundTripper(fsBase,
 		failsafehttp.NewRetryPolicyBuilder().WithBackoff(time.Millisecond, 2*time.Millisecond).Build())} // 3 attempts
+	rs := resty.New().SetLogger(quiet{}).SetRetryCount(3).SetRetryWaitTime(time.Millisecond).SetRetryMaxWaitTime(2 * time.Millisecond)
+	t.Cleanup(func() { rs.GetClient().CloseIdleConnections() })
 	return []downloadPeer{
-		{"go-retryablehttp v0.7.8", "NewClient: 5 attempts", rc.StandardClient()},
-		{"failsafe-go v0.9.8", "failsafehttp retry policy: 3 attempts", fs},
+		{"go-retryablehttp v0.7.8", "NewClient: 5 attempts", func(ctx context.Context, url string) fetched {
+			return fetch(ctx, rc.StandardClient(), url)
+		}},
+		{"failsafe-go v0.9.8", "failsafehttp retry policy: 3 attempts", func(ctx context.Context, url string) fetched {
+			return fetch(ctx, fs, url)
+		}},
+		{"resty v2.17.2", "SetRetryCount(3): 4 attempts; it reads every body into memory, and retries a read that fails", func(ctx context.Context, url string) fetched {
+			start := time.Now()
+			r, err := rs.R().SetContext(ctx).Get(url)
+			f := fetched{err: err, n: int64(len(r.Body())), sum: sha256.Sum256(r.Body()), attempts: r.Request.Attempt}
+			f.status, f.elapsed = r.StatusCode(), time.Since(start)
+			return f
+		}},
 	}
 }

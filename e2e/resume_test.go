@@ -154,11 +154,12 @@ func cutEvery(t *testing.T, p *toxiclient.Proxy, n int) {
 
 // fetched is the outcome of one download.
 type fetched struct {
-	status  int
-	n       int64 // body bytes read
-	sum     [32]byte
-	err     error // RoundTrip's, or the body's read error
-	elapsed time.Duration
+	status   int
+	n        int64 // body bytes read
+	sum      [32]byte
+	err      error // RoundTrip's, or the body's read error
+	elapsed  time.Duration
+	attempts int // requests sent, when a peer says; 0: not known
 }
 
 // fetch downloads url through c, hashing the body as it is read.
@@ -229,7 +230,8 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // http.ServeContent through a proxy that ends every connection after
 // 16 MiB: through httpretry every download completes with the file's
 // SHA-256, and the heap holds no copy of it; go-retryablehttp and
-// failsafe-go, beside, hand the cut to their caller.
+// failsafe-go hand the cut to their caller, and resty downloads from the
+// first byte again until its retries run out.
 func TestResumeLargeFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("downloads 256 MiB files")
@@ -250,73 +252,93 @@ func TestResumeLargeFile(t *testing.T) {
 		uninterrupted[srv.name] = base
 	}
 	for _, srv := range servers {
-		t.Run(srv.name, func(t *testing.T) {
-			// Most of a cut download is its backoff waits: the servers'
-			// downloads wait side by side.
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
-			url := srv.via("big.bin")
-			base := uninterrupted[srv.name]
-			cutEvery(t, srv.proxy, resumeCut)
-			w := &waits{Strategy: backoff.Default()}
-			var rs resumes
-			tr := &httpretry.Transport{Base: freshBase(t), OnAttempt: rs.observe,
-				Policy: httpretry.Policy{MaxResumes: 32, Backoff: w}}
-			stop := heapPeak()
-			got := fetch(ctx, &http.Client{Transport: tr}, url)
-			heap := stop()
-			if got.err != nil || got.n != resumeFileSize || got.sum != want {
-				t.Fatalf("cut download: %d bytes, error %v, SHA-256 equal: %v", got.n, got.err, got.sum == want)
-			}
-			n, good := rs.counts()
-			if wantN := int(resumeFileSize / (resumeCut - 1024)); n < wantN || n != good {
-				t.Errorf("%d resumes, %d accepted: want at least %d, all accepted", n, good, wantN)
-			}
-			for i, r := range rs.ranges {
-				if !strings.HasPrefix(r, "bytes=") || !strings.HasSuffix(r, "-") {
-					t.Errorf("resume %d asked for %q", i+1, r)
-				}
-			}
-			transfer := got.elapsed - w.sum()
-			ratio := float64(transfer) / float64(base.elapsed)
-			// Loose: a shared 2-core machine under the race detector
-			// must not make this flake; the figure says what it was.
-			if got.elapsed > 4*base.elapsed+w.sum()+10*time.Second {
-				t.Errorf("cut download took %v (waits %v), uninterrupted %v", got.elapsed, w.sum(), base.elapsed)
-			}
-			if heap > resumeFileSize/4 {
-				t.Errorf("heap in use rose by %s during the download of %s", mib(int64(heap)), mib(resumeFileSize))
-			}
-			figure(t, "Resume", "%s, %s file, connection ended every %s (toxiproxy limit_data): httpretry (MaxResumes: 32, default backoff) read all %d bytes, SHA-256 equal, in %d resumes; %v against %v uninterrupted (%.2f ×), of which %v were backoff waits (%d); without the waits %v, %.2f × the uninterrupted download (the servers' cut downloads ran side by side, the uninterrupted ones one at a time)",
-				srv.name, mib(resumeFileSize), mib(resumeCut), got.n, n, got.elapsed.Round(time.Millisecond),
-				base.elapsed.Round(time.Millisecond), float64(got.elapsed)/float64(base.elapsed),
-				w.sum().Round(time.Millisecond), w.n.Load(), transfer.Round(time.Millisecond), ratio)
-			figure(t, "Resume", "%s: heap in use rose by at most %s during that download (live and unswept heap objects sampled every millisecond; the toxiproxy and Go server in the same process included): no copy of the %s body",
-				srv.name, mib(int64(heap)), mib(resumeFileSize))
-
-			// The default policy resumes MaxAttempts-1 = 3 times.
-			var drs resumes
-			dflt := &http.Client{Transport: &httpretry.Transport{Base: freshBase(t), OnAttempt: drs.observe}}
-			d := fetch(ctx, dflt, url)
-			var re *httpretry.ResumeError
-			if !errors.As(d.err, &re) || !errors.Is(d.err, io.ErrUnexpectedEOF) || re.Offset != d.n {
-				t.Errorf("default policy: %d bytes, error %v: want a ResumeError at the offset read", d.n, d.err)
-			}
-			dn, _ := drs.counts()
-			figure(t, "Resume", "%s: the default policy (MaxResumes 0: MaxAttempts−1 = 3) resumes %d times, then ends the read after %s with a *ResumeError (%q), unwrapping to io.ErrUnexpectedEOF",
-				srv.name, dn, mib(d.n), reasonOf(d.err))
-
+		cutEvery(t, srv.proxy, resumeCut)
+	}
+	t.Run("httpretry", func(t *testing.T) {
+		for _, srv := range servers {
+			t.Run(srv.name, func(t *testing.T) {
+				// Most of a cut download is its backoff waits: the
+				// servers' downloads wait side by side.
+				t.Parallel()
+				resumeLargeFile(t, srv, uninterrupted[srv.name], want)
+			})
+		}
+	})
+	// The peers after, one at a time: a peer that buffers the body
+	// (resty) must not weigh on the heap sampled during httpretry's.
+	t.Run("peers", func(t *testing.T) {
+		for _, srv := range servers {
 			for _, p := range downloadPeers(t) {
-				r := fetch(ctx, p.client, url)
+				r := p.get(t.Context(), srv.via("big.bin"))
 				if r.err == nil && r.sum == want {
 					t.Errorf("%s completed a download cut every %s", p.name, mib(resumeCut))
 				}
-				figure(t, "Resume", "%s, %s (%s): the caller's read failed after %s of %s: %v",
-					srv.name, p.name, p.setup, mib(r.n), mib(resumeFileSize), r.err)
+				tries := ""
+				if r.attempts > 0 {
+					tries = fmt.Sprintf(" after %d downloads from the first byte", r.attempts)
+				}
+				figure(t, "Resume", "%s, %s (%s): the caller's read failed%s, holding %s of %s: %v",
+					srv.name, p.name, p.setup, tries, mib(r.n), mib(resumeFileSize), r.err)
 			}
-		})
+		}
+	})
+}
+
+// resumeLargeFile downloads the 256 MiB file from srv, whose connections
+// end every 16 MiB, through httpretry: with MaxResumes 32, then with the
+// default policy.
+func resumeLargeFile(t *testing.T, srv fileServer, base fetched, want [32]byte) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	url := srv.via("big.bin")
+	w := &waits{Strategy: backoff.Default()}
+	var rs resumes
+	tr := &httpretry.Transport{Base: freshBase(t), OnAttempt: rs.observe,
+		Policy: httpretry.Policy{MaxResumes: 32, Backoff: w}}
+	stop := heapPeak()
+	got := fetch(ctx, &http.Client{Transport: tr}, url)
+	heap := stop()
+	if got.err != nil || got.n != resumeFileSize || got.sum != want {
+		t.Fatalf("cut download: %d bytes, error %v, SHA-256 equal: %v", got.n, got.err, got.sum == want)
 	}
+	n, good := rs.counts()
+	if wantN := int(resumeFileSize / (resumeCut - 1024)); n < wantN || n != good {
+		t.Errorf("%d resumes, %d accepted: want at least %d, all accepted", n, good, wantN)
+	}
+	for i, r := range rs.ranges {
+		if !strings.HasPrefix(r, "bytes=") || !strings.HasSuffix(r, "-") {
+			t.Errorf("resume %d asked for %q", i+1, r)
+		}
+	}
+	transfer := got.elapsed - w.sum()
+	ratio := float64(transfer) / float64(base.elapsed)
+	// Loose: a shared 2-core machine under the race detector
+	// must not make this flake; the figure says what it was.
+	if got.elapsed > 4*base.elapsed+w.sum()+10*time.Second {
+		t.Errorf("cut download took %v (waits %v), uninterrupted %v", got.elapsed, w.sum(), base.elapsed)
+	}
+	if heap > resumeFileSize/4 {
+		t.Errorf("heap in use rose by %s during the download of %s", mib(int64(heap)), mib(resumeFileSize))
+	}
+	figure(t, "Resume", "%s, %s file, connection ended every %s (toxiproxy limit_data): httpretry (MaxResumes: 32, default backoff) read all %d bytes, SHA-256 equal, in %d resumes; %v against %v uninterrupted (%.2f ×), of which %v were backoff waits (%d); without the waits %v, %.2f × the uninterrupted download (the servers' cut downloads ran side by side, the uninterrupted ones one at a time)",
+		srv.name, mib(resumeFileSize), mib(resumeCut), got.n, n, got.elapsed.Round(time.Millisecond),
+		base.elapsed.Round(time.Millisecond), float64(got.elapsed)/float64(base.elapsed),
+		w.sum().Round(time.Millisecond), w.n.Load(), transfer.Round(time.Millisecond), ratio)
+	figure(t, "Resume", "%s: heap in use rose by at most %s during that download (live and unswept heap objects sampled every millisecond; the toxiproxy and Go server in the same process included): no copy of the %s body",
+		srv.name, mib(int64(heap)), mib(resumeFileSize))
+
+	// The default policy resumes MaxAttempts-1 = 3 times.
+	var drs resumes
+	dflt := &http.Client{Transport: &httpretry.Transport{Base: freshBase(t), OnAttempt: drs.observe}}
+	d := fetch(ctx, dflt, url)
+	var re *httpretry.ResumeError
+	if !errors.As(d.err, &re) || !errors.Is(d.err, io.ErrUnexpectedEOF) || re.Offset != d.n {
+		t.Errorf("default policy: %d bytes, error %v: want a ResumeError at the offset read", d.n, d.err)
+	}
+	dn, _ := drs.counts()
+	figure(t, "Resume", "%s: the default policy (MaxResumes 0: MaxAttempts−1 = 3) resumes %d times, then ends the read after %s with a *ResumeError (%q), unwrapping to io.ErrUnexpectedEOF",
+		srv.name, dn, mib(d.n), reasonOf(d.err))
+
 }
 
 // reasonOf returns the Reason of the ResumeError in err, or "".
