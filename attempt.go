@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/seedhq/httpretry/internal/addrs"
 	"github.com/seedhq/httpretry/internal/breaker"
 	"github.com/seedhq/httpretry/internal/freshconn"
+	"github.com/seedhq/httpretry/internal/hoststate"
 	"github.com/seedhq/httpretry/internal/replay"
 	"github.com/seedhq/httpretry/internal/signal"
 )
@@ -44,22 +46,16 @@ import (
 func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hedge, cancelable bool) error {
 	n := c.sent + 1
 	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}, body: rc, replay: c.body, begun: true}
-	s := c.state
 
-	// 1. Refusals that cost nothing.
-	if s != nil {
-		if s.Breaker.IsOpen() {
-			s.BreakerRefusals.Add(1)
-			return &refusal{StopBreaker, breakerRefusal(s.Breaker, breaker.ErrOpen)}
+	// 1. Refusals that cost nothing, which also choose the endpoint.
+	if c.eps != nil {
+		if err := c.choose(a, n > 1 && !hedge, hedge); err != nil {
+			return err
 		}
-		if s.Throttle != nil {
-			now := time.Now()
-			if !s.Throttle.Admit(now) {
-				return &refusal{StopThrottled, fmt.Errorf("%w (%s)", ErrThrottled, s.Key)}
-			}
-			a.adm.s, a.adm.throttled = s, true
-		}
+	} else if err := admitFree(c.state, a); err != nil {
+		return err
 	}
+	s := c.state
 
 	// 2. Preparation.
 	if n > 1 && !hedge && c.body != nil {
@@ -130,6 +126,93 @@ func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hed
 	return nil
 }
 
+// admitFree runs the admission that costs nothing for attempt a on state
+// s (nil: a host without state, which admits everything): the breaker,
+// open, refuses at once; then the throttle.
+func admitFree(s *hoststate.State, a *attempt) error {
+	if s == nil {
+		return nil
+	}
+	if s.Breaker.IsOpen() {
+		s.BreakerRefusals.Add(1)
+		return &refusal{StopBreaker, breakerRefusal(s.Breaker, breaker.ErrOpen)}
+	}
+	if s.Throttle != nil {
+		now := time.Now()
+		if !s.Throttle.Admit(now) {
+			return &refusal{StopThrottled, fmt.Errorf("%w (%s)", ErrThrottled, s.Key)}
+		}
+		a.adm.s, a.adm.throttled = s, true
+	}
+	return nil
+}
+
+// choose runs stage 1 over the call's endpoints (Policy.Endpoints): a
+// goes to the first, the request's own host first, that admits it. A
+// retry tries first the endpoints that have not failed in the call, a
+// hedge those its round has no attempt out on; then the others, in order.
+// A half-open breaker whose trials are all out counts as open here, so
+// the attempt moves on rather than be refused at stage 4. When none
+// admits, the refusal is the first endpoint's, and the call is back on
+// its own host.
+func (c *callState) choose(a *attempt, retry, hedge bool) error {
+	var first error
+	for pass := range 2 {
+		for i := range c.eps {
+			if c.avoids(i, retry, hedge) != (pass == 1) {
+				continue
+			}
+			c.moveTo(i)
+			if c.state == nil && c.keepsState() {
+				if s := c.t.states.Use(c.h); s != nil {
+					c.attach(s)
+				} else if c.statePolicy().overload != nil {
+					c.ensureState() // the overload controls learn from every attempt
+				}
+			}
+			err := admitFree(c.state, a)
+			if err == nil && c.state != nil && c.state.Breaker.Refuses() {
+				c.state.BreakerRefusals.Add(1)
+				err = &refusal{StopBreaker, breakerRefusal(c.state.Breaker, breaker.ErrTrials)}
+			}
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			a.Host, a.ep = c.eps[i].host, i
+			return nil
+		}
+	}
+	c.moveTo(0)
+	return first
+}
+
+// avoids reports whether the attempt being chosen prefers other endpoints
+// to endpoint i: a retry one that failed in the call, a hedge one its
+// round has an attempt out on.
+func (c *callState) avoids(i int, retry, hedge bool) bool {
+	switch {
+	case retry:
+		return c.eps[i].failed
+	case hedge && c.round != nil:
+		return slices.ContainsFunc(c.round.inflight, func(x *attempt) bool { return x.ep == i })
+	}
+	return false
+}
+
+// elsewhere reports whether an endpoint other than the call's current one
+// has a breaker that is not open, so that a retry may go there.
+func (c *callState) elsewhere() bool {
+	for i := range c.eps {
+		if s := c.eps[i].state; i != c.cur && (s == nil || !s.Breaker.IsOpen()) {
+			return true
+		}
+	}
+	return false
+}
+
 // settle runs stage 6 for attempt a, to which Base returned resp and err;
 // fired reports that its timeout had fired by then.
 func (c *callState) settle(ctx context.Context, a *attempt, resp *http.Response, err error, fired bool) {
@@ -145,6 +228,9 @@ func (c *callState) settle(ctx context.Context, a *attempt, resp *http.Response,
 		a.settled = ok
 	}()
 	c.classify(a)
+	if c.eps != nil && a.Class.retryable() {
+		c.eps[a.ep].failed = true
+	}
 	c.noteAddr(a)
 	c.record(ctx, a)
 	if c.learn != nil {
@@ -350,8 +436,13 @@ func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser,
 		src = c.edited
 	}
 	var areq *http.Request
-	if c.Key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent {
+	if c.Key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent || c.addr != "" {
 		areq = src.Clone(ctx)
+		if c.addr != "" {
+			// Another endpoint: its host in the URL (net/http's TLS server
+			// name follows it) and in the Host header.
+			areq.URL.Host, areq.Host = c.addr, c.addr
+		}
 		if c.Key != "" {
 			areq.Header[c.p.keyHeader] = []string{c.Key}
 		}
@@ -409,6 +500,7 @@ type attempt struct {
 	settled   bool                    // what Base returned was classified and recorded
 	drained   bool                    // the response's body was drained and closed
 	fresh     bool                    // it is to be sent on a connection of its own, which a's cancel closes
+	ep        int                     // the index of its endpoint in callState.eps; 0 without failover
 }
 
 // withContext gives a its own cancellable context under parent.

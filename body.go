@@ -517,7 +517,9 @@ func (b *resumeBody) resume(cause error) (err error) {
 			b.mu.Unlock()
 		}
 	}()
-	c.state = nil
+	// The resume goes to the endpoint the response came from (c.h, c.addr),
+	// never to another: the call's use of its endpoints' state has ended.
+	c.state, c.eps = nil, nil
 	if c.keepsState() {
 		c.useState()
 		defer c.detach()
@@ -792,6 +794,7 @@ func (b *resumeBody) Close() error {
 func (c *callState) useState() {
 	c.state = c.t.states.Use(c.h)
 	if c.state == nil {
-		c.state = c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return c.p.newState(c.h.String()) })
+		p := c.statePolicy()
+		c.state = c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return p.newState(c.h.String()) })
 	}
 }

@@ -33,7 +33,7 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 	case c.sent >= p.maxAttempts:
 		a.Stop = StopAttempts
 		return
-	case c.state != nil && c.state.Breaker.IsOpen():
+	case c.state != nil && c.state.Breaker.IsOpen() && (c.eps == nil || !c.elsewhere()):
 		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
 		c.state.BreakerRefusals.Add(1)
 		return
@@ -86,6 +86,7 @@ func (c *callState) reserve(timeout bool) bool {
 		return false
 	}
 	c.reserved, c.reservedTO, c.timeoutRetry = true, timeout, timeout
+	c.reservedIn = c.state // the failed endpoint's, when the retry may go to another
 	return true
 }
 
@@ -93,7 +94,7 @@ func (c *callState) reserve(timeout bool) bool {
 func (c *callState) unreserve() {
 	if c.reserved {
 		c.reserved = false
-		c.state.Budget.Refund(c.reservedTO)
+		c.reservedIn.Budget.Refund(c.reservedTO)
 	}
 }
 
@@ -116,7 +117,7 @@ func (h *HintPolicy) serverDelay(resp *http.Response, now time.Time) (time.Durat
 	if h.ResetHeader != "" {
 		if vs := resp.Header.Values(h.ResetHeader); len(vs) == 1 {
 			if d, ok := headers.Reset(vs[0], now); ok {
-				return d, DelayResetHeader, true
+				return d, DelayRateLimit, true
 			}
 		}
 	}

@@ -63,8 +63,8 @@ func (c *callState) startHedging() {
 // timeout or the caller's context, a censored one. A transient failure says
 // nothing about how long an answer takes.
 func (c *callState) learnFrom(ctx context.Context, a *attempt) {
-	if c.learn == nil || a.N != 1 {
-		return
+	if c.learn == nil || a.N != 1 || a.ep != 0 {
+		return // the estimator is the request's host's
 	}
 	switch {
 	case a.Response != nil && !a.Class.retryable():
@@ -77,7 +77,7 @@ func (c *callState) learnFrom(ctx context.Context, a *attempt) {
 // censor feeds the host's estimator with attempt a, cut short unanswered,
 // when a is the call's first attempt and the call learns.
 func (c *callState) censor(a *attempt) {
-	if c.learn != nil && a.N == 1 {
+	if c.learn != nil && a.N == 1 && a.ep == 0 {
 		now := time.Now()
 		c.learn.RecordCensored(now.Sub(a.start), now)
 	}
@@ -158,6 +158,10 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 	// only spares senders a wait: it is bounded, not sized by MaxAttempts.
 	r := &round{base: c.sender(), results: make(chan result, min(limit-c.sent, maxBufferedResults))}
 	defer r.abandon(c)
+	if c.eps != nil {
+		c.round = r
+		defer func() { c.round = nil }()
+	}
 	first := new(attempt) // shared with the goroutine that sends it
 	if err := c.beginHedged(ctx, r, first, rc, false); err != nil {
 		return nil, err
@@ -271,6 +275,9 @@ func (c *callState) beginHedged(ctx context.Context, r *round, a *attempt, rc io
 // whatever happens, a panic of Classify included.
 func (c *callState) settleHedged(ctx context.Context, a *attempt, res result) {
 	defer a.release()
+	if c.eps != nil {
+		c.moveTo(a.ep) // its outcome is its endpoint's
+	}
 	c.settle(ctx, a, res.resp, res.err, res.fired)
 }
 

@@ -214,6 +214,41 @@ type callState struct {
 	stop         StopReason
 	logPanic     func(any) // what abandoned returned, made once
 	resuming     bool      // the attempt begun is a resume (resumeBody)
+
+	// Failover (Policy.Endpoints): nil eps for a call that does not move.
+	// h, state and hp are those of eps[cur], the endpoint of the attempt
+	// in hand; addr is its URL host, "" for the request's own.
+	eps        []endpoint
+	cur        int
+	addr       string
+	hp         *policy          // the policy h's state is made by; nil: p
+	round      *round           // the hedged round in flight, whose endpoints a hedge avoids
+	reservedIn *hoststate.State // the state whose budget the reserved retry's cost came from
+}
+
+// mayMove reports whether the call may send attempts to other endpoints
+// than its host: it has some, and the request may be sent twice.
+func (c *callState) mayMove() bool {
+	return len(c.p.endpoints) > 0 && c.body.Replayable() && (c.Key != "" || c.p.replayable(c.req))
+}
+
+// moveTo makes endpoint i the call's: the host whose state the next steps
+// (admission, settling, the retry's decision) use.
+func (c *callState) moveTo(i int) {
+	if i == c.cur {
+		return
+	}
+	c.eps[c.cur].state = c.state
+	e := &c.eps[i]
+	c.cur, c.h, c.state, c.addr, c.hp = i, e.h, e.state, e.addr, e.p
+}
+
+// statePolicy returns the policy that makes the state of the call's host.
+func (c *callState) statePolicy() *policy {
+	if c.hp != nil {
+		return c.hp
+	}
+	return c.p
 }
 
 // abandoned returns what logs a panic of Base that no caller can reach
@@ -280,6 +315,11 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		} else if c.p.overload != nil {
 			c.ensureState() // the overload controls learn from every attempt: state now
 		}
+	}
+	if c.mayMove() {
+		c.eps = c.t.hosts.endpoints(c.h, req.URL.Scheme, c.p)
+		c.eps[0].state = c.state
+		c.host = c.eps[0].host
 	}
 	if c.p.hedge {
 		c.startHedging()
@@ -438,7 +478,8 @@ func (c *callState) ensureState() {
 	if c.state != nil || !c.keepsState() {
 		return
 	}
-	if s := c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return c.p.newState(c.h.String()) }); s != nil {
+	p := c.statePolicy()
+	if s := c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return p.newState(c.h.String()) }); s != nil {
 		c.attach(s)
 	}
 }
@@ -453,8 +494,17 @@ func (c *callState) attach(s *hoststate.State) {
 	}
 }
 
-// detach ends the call's use of its host state.
+// detach ends the call's use of its host state, and of its endpoints'.
 func (c *callState) detach() {
+	if c.eps != nil {
+		c.eps[c.cur].state = c.state
+		for i := range c.eps {
+			if s := c.eps[i].state; s != nil {
+				s.Done()
+			}
+		}
+		return
+	}
 	if c.state != nil {
 		c.state.Done()
 	}
