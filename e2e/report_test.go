@@ -34,6 +34,7 @@ var sections = []string{
 	"Hostile responses",
 	"Hostile URLs and policies",
 	"Another address",
+	"Regional failover",
 	knownProblems,
 }
 
