@@ -40,16 +40,17 @@ import (
 // back whatever it still holds, on every path: a refusal, a panic in Base,
 // Classify or PrepareRetry, an attempt abandoned to a faster one.
 
-// begin runs stages 1 to 4 for attempt a with body rc. On a refusal it
+// begin runs stages 1 to 4 for attempt a with body rc; out holds the
+// attempts of its hedged round in flight, if any. On a refusal it
 // returns a *refusal; release then gives back what the earlier stages took
 // and closes rc.
-func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hedge, cancelable bool) error {
+func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hedge, cancelable bool, out []*attempt) error {
 	n := c.sent + 1
 	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}, body: rc, replay: c.body, begun: true}
 
 	// 1. Refusals that cost nothing, which also choose the endpoint.
-	if c.eps != nil {
-		if err := c.choose(a, n > 1 && !hedge, hedge); err != nil {
+	if c.moving() {
+		if err := c.choose(a, n > 1 && !hedge, hedge, out); err != nil {
 			return err
 		}
 	} else if err := admitFree(c.state, a); err != nil {
@@ -155,11 +156,11 @@ func admitFree(s *hoststate.State, a *attempt) error {
 // the attempt moves on rather than be refused at stage 4. When none
 // admits, the refusal is the first endpoint's, and the call is back on
 // its own host.
-func (c *callState) choose(a *attempt, retry, hedge bool) error {
+func (c *callState) choose(a *attempt, retry, hedge bool, out []*attempt) error {
 	var first error
 	for pass := range 2 {
-		for i := range c.eps {
-			if c.avoids(i, retry, hedge) != (pass == 1) {
+		for i := range c.fo.eps {
+			if c.avoids(i, retry, hedge, out) != (pass == 1) {
 				continue
 			}
 			c.moveTo(i)
@@ -181,7 +182,7 @@ func (c *callState) choose(a *attempt, retry, hedge bool) error {
 				}
 				continue
 			}
-			a.Host, a.ep = c.eps[i].host, i
+			a.Host, a.ep = c.fo.eps[i].host, i
 			return nil
 		}
 	}
@@ -192,12 +193,12 @@ func (c *callState) choose(a *attempt, retry, hedge bool) error {
 // avoids reports whether the attempt being chosen prefers other endpoints
 // to endpoint i: a retry one that failed in the call, a hedge one its
 // round has an attempt out on.
-func (c *callState) avoids(i int, retry, hedge bool) bool {
+func (c *callState) avoids(i int, retry, hedge bool, out []*attempt) bool {
 	switch {
 	case retry:
-		return c.eps[i].failed
-	case hedge && c.round != nil:
-		return slices.ContainsFunc(c.round.inflight, func(x *attempt) bool { return x.ep == i })
+		return c.fo.eps[i].failed
+	case hedge:
+		return slices.ContainsFunc(out, func(x *attempt) bool { return x.ep == i })
 	}
 	return false
 }
@@ -205,8 +206,8 @@ func (c *callState) avoids(i int, retry, hedge bool) bool {
 // elsewhere reports whether an endpoint other than the call's current one
 // has a breaker that is not open, so that a retry may go there.
 func (c *callState) elsewhere() bool {
-	for i := range c.eps {
-		if s := c.eps[i].state; i != c.cur && (s == nil || !s.Breaker.IsOpen()) {
+	for i, e := range c.fo.eps {
+		if s := e.state; i != c.fo.cur && (s == nil || !s.Breaker.IsOpen()) {
 			return true
 		}
 	}
@@ -228,8 +229,8 @@ func (c *callState) settle(ctx context.Context, a *attempt, resp *http.Response,
 		a.settled = ok
 	}()
 	c.classify(a)
-	if c.eps != nil && a.Class.retryable() {
-		c.eps[a.ep].failed = true
+	if c.moving() && a.Class.retryable() {
+		c.fo.eps[a.ep].failed = true
 	}
 	c.noteAddr(a)
 	c.record(ctx, a)
@@ -273,7 +274,7 @@ func (a *attempt) release() {
 // goroutine.
 func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) error {
 	defer a.release()
-	if err := c.begin(ctx, a, rc, false, false); err != nil {
+	if err := c.begin(ctx, a, rc, false, false, nil); err != nil {
 		return err
 	}
 	base := c.t.base
@@ -436,12 +437,13 @@ func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser,
 		src = c.edited
 	}
 	var areq *http.Request
-	if c.Key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent || c.addr != "" {
+	addr := c.endpointAddr()
+	if c.Key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent || addr != "" {
 		areq = src.Clone(ctx)
-		if c.addr != "" {
+		if addr != "" {
 			// Another endpoint: its host in the URL (net/http's TLS server
 			// name follows it) and in the Host header.
-			areq.URL.Host, areq.Host = c.addr, c.addr
+			areq.URL.Host, areq.Host = addr, addr
 		}
 		if c.Key != "" {
 			areq.Header[c.p.keyHeader] = []string{c.Key}

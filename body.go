@@ -517,9 +517,13 @@ func (b *resumeBody) resume(cause error) (err error) {
 			b.mu.Unlock()
 		}
 	}()
-	// The resume goes to the endpoint the response came from (c.h, c.addr),
-	// never to another: the call's use of its endpoints' state has ended.
-	c.state, c.eps = nil, nil
+	// The resume goes to the endpoint the response came from (c.h and
+	// c.fo.addr), never to another: the call's use of its endpoints' state
+	// has ended.
+	c.state = nil
+	if c.fo != nil {
+		c.fo.eps = nil
+	}
 	if c.keepsState() {
 		c.useState()
 		defer c.detach()
@@ -598,7 +602,7 @@ func (b *resumeBody) send(ctx context.Context, a *attempt) (body io.ReadCloser, 
 		}
 	}()
 	c.resuming = true
-	berr := c.begin(ctx, a, nil, false, true)
+	berr := c.begin(ctx, a, nil, false, true, nil)
 	c.resuming = false
 	if berr != nil {
 		c.unreserve()

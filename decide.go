@@ -33,7 +33,7 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 	case c.sent >= p.maxAttempts:
 		a.Stop = StopAttempts
 		return
-	case c.state != nil && c.state.Breaker.IsOpen() && (c.eps == nil || !c.elsewhere()):
+	case c.state != nil && c.state.Breaker.IsOpen() && (!c.moving() || !c.elsewhere()):
 		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
 		c.state.BreakerRefusals.Add(1)
 		return
@@ -86,7 +86,9 @@ func (c *callState) reserve(timeout bool) bool {
 		return false
 	}
 	c.reserved, c.reservedTO, c.timeoutRetry = true, timeout, timeout
-	c.reservedIn = c.state // the failed endpoint's, when the retry may go to another
+	if c.fo != nil {
+		c.fo.reservedIn = c.state // the failed endpoint's: the retry may go to another
+	}
 	return true
 }
 
@@ -94,7 +96,11 @@ func (c *callState) reserve(timeout bool) bool {
 func (c *callState) unreserve() {
 	if c.reserved {
 		c.reserved = false
-		c.reservedIn.Budget.Refund(c.reservedTO)
+		s := c.state
+		if c.fo != nil {
+			s = c.fo.reservedIn
+		}
+		s.Budget.Refund(c.reservedTO)
 	}
 }
 

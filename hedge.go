@@ -158,10 +158,6 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 	// only spares senders a wait: it is bounded, not sized by MaxAttempts.
 	r := &round{base: c.sender(), results: make(chan result, min(limit-c.sent, maxBufferedResults))}
 	defer r.abandon(c)
-	if c.eps != nil {
-		c.round = r
-		defer func() { c.round = nil }()
-	}
 	first := new(attempt) // shared with the goroutine that sends it
 	if err := c.beginHedged(ctx, r, first, rc, false); err != nil {
 		return nil, err
@@ -263,7 +259,7 @@ func (c *callState) beginHedged(ctx context.Context, r *round, a *attempt, rc io
 			a.release()
 		}
 	}()
-	if err := c.begin(ctx, a, rc, hedge, true); err != nil {
+	if err := c.begin(ctx, a, rc, hedge, true, r.inflight); err != nil {
 		return err
 	}
 	r.launch(a)
@@ -275,7 +271,7 @@ func (c *callState) beginHedged(ctx context.Context, r *round, a *attempt, rc io
 // whatever happens, a panic of Classify included.
 func (c *callState) settleHedged(ctx context.Context, a *attempt, res result) {
 	defer a.release()
-	if c.eps != nil {
+	if c.moving() {
 		c.moveTo(a.ep) // its outcome is its endpoint's
 	}
 	c.settle(ctx, a, res.resp, res.err, res.fired)

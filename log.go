@@ -40,7 +40,7 @@ func (c *callState) observe(ctx context.Context, a *Attempt) {
 		slog.String("url", redactURL(a.Request.URL)),
 		slog.Int("attempt", a.N),
 	)
-	if c.eps != nil {
+	if c.fo != nil {
 		attrs = append(attrs, slog.String("endpoint", a.Host)) // which of Policy.Endpoints' hosts it went to
 	}
 	if a.Hedge {

@@ -206,24 +206,39 @@ type callState struct {
 	edited       *http.Request  // the request PrepareRetry last edited, for its round's hedges
 	held         *http.Response // the last response, drained into memory, while its retry is not yet sent
 	prevDelay    time.Duration  // the previous backoff delay, for decorrelated jitter
-	fresh        bool           // the next retry is to have a connection of its own (needsFreshConn)
 	failedAddrs  *addrs.Set     // addresses that failed in this call, avoided by the default Base's dials; nil until one does
 	reserved     bool           // a retry's cost is taken from the budget and not yet spent
 	reservedTO   bool           // ... as a timeout retry
 	timeoutRetry bool           // the last retry sent was charged as a timeout retry
+	fresh        bool           // the next retry is to have a connection of its own (needsFreshConn)
+	resuming     bool           // the attempt begun is a resume (resumeBody)
 	stop         StopReason
 	logPanic     func(any) // what abandoned returned, made once
-	resuming     bool      // the attempt begun is a resume (resumeBody)
 
-	// Failover (Policy.Endpoints): nil eps for a call that does not move.
-	// h, state and hp are those of eps[cur], the endpoint of the attempt
-	// in hand; addr is its URL host, "" for the request's own.
-	eps        []endpoint
-	cur        int
-	addr       string
-	hp         *policy          // the policy h's state is made by; nil: p
-	round      *round           // the hedged round in flight, whose endpoints a hedge avoids
+	fo *failover // nil for a call that does not move (Policy.Endpoints)
+}
+
+// failover is the part of a call that may move to other endpoints, apart
+// so that a call without Endpoints pays one pointer for it. The call's h
+// and state are those of eps[cur], the endpoint of the attempt in hand.
+type failover struct {
+	eps        []endpoint       // nil once RoundTrip returned: a resume stays where its response came from
+	cur        int              // the index of the call's endpoint in eps
+	addr       string           // its URL host; "" for the request's own
+	hp         *policy          // the policy its state is made by
 	reservedIn *hoststate.State // the state whose budget the reserved retry's cost came from
+}
+
+// moving reports whether the call may send its next attempt elsewhere.
+func (c *callState) moving() bool { return c.fo != nil && c.fo.eps != nil }
+
+// endpointAddr returns the URL host of the call's endpoint when it is not
+// the request's own host, else "".
+func (c *callState) endpointAddr() string {
+	if c.fo == nil {
+		return ""
+	}
+	return c.fo.addr
 }
 
 // mayMove reports whether the call may send attempts to other endpoints
@@ -235,18 +250,19 @@ func (c *callState) mayMove() bool {
 // moveTo makes endpoint i the call's: the host whose state the next steps
 // (admission, settling, the retry's decision) use.
 func (c *callState) moveTo(i int) {
-	if i == c.cur {
+	fo := c.fo
+	if i == fo.cur {
 		return
 	}
-	c.eps[c.cur].state = c.state
-	e := &c.eps[i]
-	c.cur, c.h, c.state, c.addr, c.hp = i, e.h, e.state, e.addr, e.p
+	fo.eps[fo.cur].state = c.state
+	e := &fo.eps[i]
+	fo.cur, c.h, c.state, fo.addr, fo.hp = i, e.h, e.state, e.addr, e.p
 }
 
 // statePolicy returns the policy that makes the state of the call's host.
 func (c *callState) statePolicy() *policy {
-	if c.hp != nil {
-		return c.hp
+	if c.fo != nil && c.fo.hp != nil {
+		return c.fo.hp
 	}
 	return c.p
 }
@@ -317,9 +333,9 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		}
 	}
 	if c.mayMove() {
-		c.eps = c.t.hosts.endpoints(c.h, req.URL.Scheme, c.p)
-		c.eps[0].state = c.state
-		c.host = c.eps[0].host
+		c.fo = &failover{eps: c.t.hosts.endpoints(c.h, req.URL.Scheme, c.p)}
+		c.fo.eps[0].state = c.state
+		c.host = c.fo.eps[0].host
 	}
 	if c.p.hedge {
 		c.startHedging()
@@ -496,10 +512,11 @@ func (c *callState) attach(s *hoststate.State) {
 
 // detach ends the call's use of its host state, and of its endpoints'.
 func (c *callState) detach() {
-	if c.eps != nil {
-		c.eps[c.cur].state = c.state
-		for i := range c.eps {
-			if s := c.eps[i].state; s != nil {
+	if c.moving() {
+		eps := c.fo.eps
+		eps[c.fo.cur].state = c.state
+		for i := range eps {
+			if s := eps[i].state; s != nil {
 				s.Done()
 			}
 		}
