@@ -147,7 +147,7 @@ func TestRegionalFailover(t *testing.T) {
 	assert.Equal(t, 1, s.maxID, "no unkeyed POST applied twice")
 	assert.Positive(t, us.keyed.Load(), "keyed POSTs failed over")
 	require.NotZero(t, backOnPrimary.Load(), "traffic back on the primary")
-	assert.LessOrEqual(t, back, openFor+250*time.Millisecond, "back on the primary within its breaker's OpenFor")
+	assert.LessOrEqual(t, back, openFor+500*time.Millisecond, "back on the primary within its breaker's OpenFor (and slack for a loaded machine)")
 
 	figure(t, "Regional failover", "httpretry, primary 503 for %v then recovered, failover endpoint %s, breaker ConsecutiveFailures 5 / OpenFor %v, %d goroutines for %v: %d keyed POSTs, %d succeeded (%.2f %%), %d applied more than once (the ledger, shared by both regions, dedupes by key; most applications of one key: %d)",
 		downFor, "127.0.0.1:<port>", openFor, workers, downFor+after, all.keyed, all.keyedOK, pct(all.keyedOK, all.keyed), twice, s.maxKey)
