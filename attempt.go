@@ -203,15 +203,30 @@ func (c *callState) avoids(i int, retry, hedge bool, out []*attempt) bool {
 	return false
 }
 
-// elsewhere reports whether an endpoint other than the call's current one
-// has a breaker that is not open, so that a retry may go there.
-func (c *callState) elsewhere() bool {
-	for i, e := range c.fo.eps {
-		if s := e.state; i != c.fo.cur && (s == nil || !s.Breaker.IsOpen()) {
-			return true
+// retryTarget returns the endpoint a retry is expected to go to, as
+// choose will pick it, the throttle aside: the first endpoint not failed
+// in the call whose breaker is not open, else the first whose breaker is
+// not open; -1 when every breaker is open.
+func (c *callState) retryTarget() int {
+	for pass := range 2 {
+		for i := range c.fo.eps {
+			if c.fo.eps[i].failed && pass == 0 {
+				continue
+			}
+			if s := c.stateOf(i); s == nil || !s.Breaker.IsOpen() {
+				return i
+			}
 		}
 	}
-	return false
+	return -1
+}
+
+// stateOf returns the state of endpoint i, nil if it has none yet.
+func (c *callState) stateOf(i int) *hoststate.State {
+	if i == c.fo.cur {
+		return c.state
+	}
+	return c.fo.eps[i].state
 }
 
 // settle runs stage 6 for attempt a, to which Base returned resp and err;

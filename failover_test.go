@@ -280,6 +280,42 @@ func TestFailoverHostHeaderAndURL(t *testing.T) {
 	})
 }
 
+func TestFailoverRetryChargedToTarget(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// A retry moved to us.test adds load to us.test: its budget pays
+		// (a successful retry's cost comes back, as in the AWS SDKs'
+		// quota, so both regions fail here).
+		base := httpretrytest.NewScript(httpretrytest.Status(503))
+		var mu sync.Mutex
+		budgets := map[string]httpretry.Budget{}
+		p := failoverPolicy()
+		p.MaxAttempts = 2
+		p.Endpoints = []string{"us.test"}
+		p.NewBudget = func(host string) httpretry.Budget {
+			b := httpretry.NewTokenBucket(httpretry.TokenBucketConfig{Capacity: 10, RetryCost: 5})
+			mu.Lock()
+			budgets[host] = b
+			mu.Unlock()
+			return b
+		}
+		tr := &httpretry.Transport{Base: base, Policy: p}
+		for range 2 {
+			resp, err := send(t, tr, http.MethodGet, "")
+			require.NoError(t, err)
+			assert.Equal(t, 503, resp.StatusCode)
+		}
+		assert.Equal(t, []string{"eu.test", "us.test", "eu.test", "us.test"}, hostsOf(base.Requests()))
+		assert.Equal(t, 10, tokens(budgets["eu.test:443"]), "the failed endpoint's budget is not charged")
+		assert.Equal(t, 0, tokens(budgets["us.test:443"]), "two retries of 5 tokens")
+		resp, err := send(t, tr, http.MethodGet, "")
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode, "us.test's budget is empty: no retry")
+		assert.Len(t, base.Requests(), 5)
+		assert.Equal(t, int64(1), statsOf(t, tr, "us.test:443").Budget.Refusals)
+	})
+}
+
 func TestFailoverEndpointPolicy(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
