@@ -404,7 +404,14 @@ func TestFailoverValidate(t *testing.T) {
 	assert.NotContains(t, err.Error(), "Endpoints[0]:")
 	assert.NotContains(t, err.Error(), `Endpoints[0] `)
 
-	ok := &httpretry.Transport{Policy: httpretry.Policy{Endpoints: []string{"us.example.com", "[::1]:8443", "10.0.0.2"}}}
+	ok := &httpretry.Transport{Policy: httpretry.Policy{Endpoints: []string{"us.example.com", "[::1]:8443", "10.0.0.2"}},
+		Base: httpretrytest.NewScript(httpretrytest.Status(200))}
 	assert.NoError(t, ok.Validate())
-	_ = context.Background
+
+	// Per request, the same checks, under WithPolicy.
+	ctx := httpretry.WithPolicy(context.Background(), func(p *httpretry.Policy) { p.Endpoints = append(p.Endpoints, "*.example.com") })
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://eu.example.com/", nil)
+	_, err = ok.RoundTrip(req)
+	require.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
+	assert.ErrorContains(t, err, `WithPolicy.Endpoints[3]: "*.example.com": a wildcard is not an endpoint`)
 }
