@@ -3,6 +3,7 @@ package httpretry_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -414,4 +415,48 @@ func TestFailoverValidate(t *testing.T) {
 	_, err = ok.RoundTrip(req)
 	require.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
 	assert.ErrorContains(t, err, `WithPolicy.Endpoints[3]: "*.example.com": a wildcard is not an endpoint`)
+}
+
+// brokenBody yields its content, then fails as a cut connection does.
+type brokenBody struct{ r io.Reader }
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (b *brokenBody) Close() error { return nil }
+
+func TestFailoverResumeStaysOnTheEndpoint(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []string
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			seen = append(seen, req.URL.Host+" "+req.Header.Get("Range"))
+			mu.Unlock()
+			h := http.Header{"Etag": {`"v1"`}}
+			switch {
+			case req.URL.Host == "eu.test":
+				return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+			case req.Header.Get("Range") == "":
+				return &http.Response{StatusCode: 200, ContentLength: 10, Header: h,
+					Body: &brokenBody{strings.NewReader("hello")}}, nil
+			}
+			h.Set("Content-Range", "bytes 5-9/10")
+			return &http.Response{StatusCode: 206, ContentLength: 5, Header: h,
+				Body: io.NopCloser(strings.NewReader("world"))}, nil
+		})
+		tr := &httpretry.Transport{Base: base, Policy: failoverPolicy()}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://eu.test/file", nil)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		assert.Equal(t, "helloworld", readAll(t, resp.Body))
+		assert.Equal(t, []string{"eu.test ", "us.test ", "us.test bytes=5-"}, seen, "the resume asks the endpoint that answered")
+	})
 }
