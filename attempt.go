@@ -97,8 +97,8 @@ func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hed
 		}
 	}
 
-	// 4. The breaker's trial.
-	if s != nil && s.Breaker != nil {
+	// 4. The breaker's trial (taken at stage 1 by a half-open endpoint's).
+	if s != nil && s.Breaker != nil && a.breakDone == nil {
 		done, err := s.Breaker.Allow()
 		if err != nil {
 			s.BreakerRefusals.Add(1)
@@ -152,8 +152,8 @@ func admitFree(s *hoststate.State, a *attempt) error {
 // goes to the first, the request's own host first, that admits it. A
 // retry tries first the endpoints that have not failed in the call, a
 // hedge those its round has no attempt out on; then the others, in order.
-// A half-open breaker whose trials are all out counts as open here, so
-// the attempt moves on rather than be refused at stage 4. When none
+// A half-open breaker's trial is taken here rather than at stage 4, so
+// that an attempt that finds every trial out moves on. When none
 // admits, the refusal is the first endpoint's, and the call is back on
 // its own host.
 func (c *callState) choose(a *attempt, retry, hedge bool, out []*attempt) error {
@@ -172,9 +172,16 @@ func (c *callState) choose(a *attempt, retry, hedge bool, out []*attempt) error 
 				}
 			}
 			err := admitFree(c.state, a)
-			if err == nil && c.state != nil && c.state.Breaker.Refuses() {
-				c.state.BreakerRefusals.Add(1)
-				err = &refusal{StopBreaker, breakerRefusal(c.state.Breaker, breaker.ErrTrials)}
+			if s := c.state; err == nil && s != nil && s.Breaker.HalfOpen() {
+				// Half-open: the trial is taken now, so that an attempt that
+				// finds every trial out moves on rather than be refused at
+				// stage 4.
+				done, berr := s.Breaker.Allow()
+				if berr != nil {
+					s.BreakerRefusals.Add(1)
+					err = &refusal{StopBreaker, breakerRefusal(s.Breaker, berr)}
+				}
+				a.breakDone = done
 			}
 			if err != nil {
 				if first == nil {

@@ -460,3 +460,45 @@ func TestFailoverResumeStaysOnTheEndpoint(t *testing.T) {
 		assert.Equal(t, []string{"eu.test ", "us.test ", "us.test bytes=5-"}, seen, "the resume asks the endpoint that answered")
 	})
 }
+
+func TestFailoverHalfOpenTrialOut(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		// eu.test's breaker is half-open, its one trial out on a slow
+		// call: another call moves to us.test rather than being refused.
+		var mu sync.Mutex
+		down := true
+		base := httpretrytest.NewScript(httpretrytest.Status(200)).On(onHost("eu.test"),
+			httpretrytest.Func(func(req *http.Request) (*http.Response, error) {
+				mu.Lock()
+				d := down
+				mu.Unlock()
+				if d {
+					return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+				}
+				time.Sleep(time.Second)
+				return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+			}))
+		p := failoverPolicy()
+		p.MaxAttempts = 1
+		p.Breaker = httpretry.BreakerPolicy{ConsecutiveFailures: 1, OpenFor: 5 * time.Second}
+		tr := &httpretry.Transport{Base: base, Policy: p}
+		_, _ = send(t, tr, http.MethodGet, "") // opens eu.test's breaker
+		mu.Lock()
+		down = false
+		mu.Unlock()
+		time.Sleep(6 * time.Second)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			resp, err := send(t, tr, http.MethodGet, "") // the trial
+			assert.NoError(t, err)
+			assert.Equal(t, 200, resp.StatusCode)
+		})
+		synctest.Wait()
+		resp, err := send(t, tr, http.MethodGet, "")
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		wg.Wait()
+		assert.Equal(t, []string{"eu.test", "eu.test", "us.test"}, hostsOf(base.Requests()))
+	})
+}

@@ -54,7 +54,6 @@ type Counts struct {
 type Breaker struct {
 	cb      *gobreaker.TwoStepCircuitBreaker[struct{}]
 	openFor time.Duration
-	trials  uint32 // the trials a half-open breaker admits at once
 }
 
 // errors reported to gobreaker; they never leave this package.
@@ -82,7 +81,7 @@ func New(name string, c Config) *Breaker {
 		},
 		IsExcluded: func(err error) bool { return err == errExcluded },
 	}
-	return &Breaker{gobreaker.NewTwoStepCircuitBreaker[struct{}](st), c.OpenFor, st.MaxRequests}
+	return &Breaker{gobreaker.NewTwoStepCircuitBreaker[struct{}](st), c.OpenFor}
 }
 
 // Allow asks whether an attempt may be sent: it returns the function that
@@ -115,21 +114,9 @@ func (b *Breaker) Allow() (func(Outcome), error) {
 // taking a trial.
 func (b *Breaker) IsOpen() bool { return b != nil && b.cb.State() == gobreaker.StateOpen }
 
-// Refuses reports whether Allow would refuse an attempt now, without
-// taking a trial: the breaker is open, or half-open with all its trials in
-// flight. Another call may take the last trial in between.
-func (b *Breaker) Refuses() bool {
-	if b == nil {
-		return false
-	}
-	switch b.cb.State() {
-	case gobreaker.StateOpen:
-		return true
-	case gobreaker.StateHalfOpen:
-		return b.cb.Counts().Requests >= b.trials
-	}
-	return false
-}
+// HalfOpen reports whether the breaker is half-open: Allow admits its
+// trial attempts only. False for a nil breaker.
+func (b *Breaker) HalfOpen() bool { return b != nil && b.cb.State() == gobreaker.StateHalfOpen }
 
 // OpenFor is how long the breaker stays open once it opens; 0 for a nil
 // breaker.

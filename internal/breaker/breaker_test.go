@@ -78,29 +78,27 @@ func TestNil(t *testing.T) {
 	assert.Zero(t, b.OpenFor())
 }
 
-// TestRefuses: Refuses says what Allow would say, without taking a trial:
-// open refuses, half-open refuses once its trials are all out.
-func TestRefuses(t *testing.T) {
+// TestHalfOpen: HalfOpen says when Allow admits trials only.
+func TestHalfOpen(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var none *Breaker
-		assert.False(t, none.Refuses())
+		assert.False(t, none.HalfOpen())
 		b := New("h", Config{ConsecutiveFailures: 1, Window: time.Minute, OpenFor: time.Second, HalfOpenAttempts: 2})
-		assert.False(t, b.Refuses())
+		assert.False(t, b.HalfOpen())
 		require.NoError(t, attempt(t, b, Failure))
-		assert.True(t, b.Refuses(), "open")
+		assert.False(t, b.HalfOpen(), "open")
 		time.Sleep(time.Second + time.Millisecond)
-		assert.False(t, b.Refuses(), "half-open, no trial out")
+		assert.True(t, b.HalfOpen())
 		done1, err := b.Allow()
 		require.NoError(t, err)
-		assert.False(t, b.Refuses(), "half-open, one of two trials out")
 		done2, err := b.Allow()
 		require.NoError(t, err)
-		assert.True(t, b.Refuses(), "half-open, both trials out")
+		assert.True(t, b.HalfOpen(), "both trials out")
 		_, err = b.Allow()
 		assert.ErrorIs(t, err, ErrTrials)
 		done1(Success)
 		done2(Success)
-		assert.False(t, b.Refuses(), "closed")
+		assert.False(t, b.HalfOpen(), "closed")
 	})
 }
