@@ -426,6 +426,8 @@ func defaultBudget() *budget.TokenBucket {
 type endpointSpec struct {
 	host, port string // as hostPort's; port "" for the scheme's default
 	addr       string // the URL host of its attempts: "host", "host:port", "[v6]:port"
+	keyHTTPS   string // its "host:port" (Attempt.Host) for https, made once
+	keyHTTP    string // ... for http
 }
 
 func newEndpointSpec(host, port string) endpointSpec {
@@ -436,7 +438,20 @@ func newEndpointSpec(host, port string) endpointSpec {
 	case strings.Contains(host, ":"):
 		addr = "[" + host + "]"
 	}
-	return endpointSpec{host, port, addr}
+	return endpointSpec{host, port, addr,
+		hostPort{host, cmp.Or(port, "443")}.String(), hostPort{host, cmp.Or(port, "80")}.String()}
+}
+
+// key returns the spec's hostPort and its "host:port" under scheme.
+func (spec *endpointSpec) key(scheme string) (hostPort, string) {
+	h := hostPort{spec.host, cmp.Or(spec.port, defaultPort(scheme))}
+	switch h.port {
+	case "443":
+		return h, spec.keyHTTPS
+	case "80":
+		return h, spec.keyHTTP
+	}
+	return h, h.String()
 }
 
 // endpoint is one host a call may send its attempts to: the request's own
@@ -450,13 +465,14 @@ type endpoint struct {
 	failed bool             // an attempt sent to it failed in this call
 }
 
-// endpoints returns the endpoints a call to own under p, with URL scheme
-// scheme, may send to: own first, then p's in order, each once.
-func (t *hostTable) endpoints(own hostPort, scheme string, p *policy) []endpoint {
-	eps := make([]endpoint, 1, 1+len(p.endpoints))
-	eps[0] = endpoint{h: own, host: own.String(), p: p}
-	for _, spec := range p.endpoints {
-		h := hostPort{spec.host, cmp.Or(spec.port, defaultPort(scheme))}
+// endpoints appends to eps the endpoints a call to own (as "host:port",
+// host) under p, with URL scheme scheme, may send to: own first, then p's
+// in order, each once.
+func (t *hostTable) endpoints(eps []endpoint, own hostPort, host, scheme string, p *policy) []endpoint {
+	eps = append(eps, endpoint{h: own, host: host, p: p})
+	for i := range p.endpoints {
+		spec := &p.endpoints[i]
+		h, key := spec.key(scheme)
 		if slices.ContainsFunc(eps, func(e endpoint) bool { return e.h == h }) {
 			continue
 		}
@@ -464,7 +480,7 @@ func (t *hostTable) endpoints(own hostPort, scheme string, p *policy) []endpoint
 		if ep == t.fallback {
 			ep = p // no entry of its own: the request's policy makes its state
 		}
-		eps = append(eps, endpoint{h: h, addr: spec.addr, host: h.String(), p: ep})
+		eps = append(eps, endpoint{h: h, addr: spec.addr, host: key, p: ep})
 	}
 	return eps
 }

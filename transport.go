@@ -223,6 +223,7 @@ type callState struct {
 // and state are those of eps[cur], the endpoint of the attempt in hand.
 type failover struct {
 	eps        []endpoint       // nil once RoundTrip returned: a resume stays where its response came from
+	buf        [3]endpoint      // eps's array, for the request's host and two endpoints
 	cur        int              // the index of the call's endpoint in eps
 	addr       string           // its URL host; "" for the request's own
 	hp         *policy          // the policy its state is made by
@@ -333,9 +334,12 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		}
 	}
 	if c.mayMove() {
-		c.fo = &failover{eps: c.t.hosts.endpoints(c.h, req.URL.Scheme, c.p)}
+		if c.host == "" {
+			c.host = c.h.String() // Attempt.Host names each attempt's endpoint
+		}
+		c.fo = new(failover)
+		c.fo.eps = c.t.hosts.endpoints(c.fo.buf[:0], c.h, c.host, req.URL.Scheme, c.p)
 		c.fo.eps[0].state = c.state
-		c.host = c.fo.eps[0].host
 	}
 	if c.p.hedge {
 		c.startHedging()
