@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/seedhq/httpretry/internal/addrs"
 	"github.com/seedhq/httpretry/internal/breaker"
 	"github.com/seedhq/httpretry/internal/freshconn"
+	"github.com/seedhq/httpretry/internal/hoststate"
 	"github.com/seedhq/httpretry/internal/replay"
 	"github.com/seedhq/httpretry/internal/signal"
 )
@@ -38,28 +40,23 @@ import (
 // back whatever it still holds, on every path: a refusal, a panic in Base,
 // Classify or PrepareRetry, an attempt abandoned to a faster one.
 
-// begin runs stages 1 to 4 for attempt a with body rc. On a refusal it
+// begin runs stages 1 to 4 for attempt a with body rc; out holds the
+// attempts of its hedged round in flight, if any. On a refusal it
 // returns a *refusal; release then gives back what the earlier stages took
 // and closes rc.
-func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hedge, cancelable bool) error {
+func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hedge, cancelable bool, out []*attempt) error {
 	n := c.sent + 1
 	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}, body: rc, replay: c.body, begun: true}
-	s := c.state
 
-	// 1. Refusals that cost nothing.
-	if s != nil {
-		if s.Breaker.IsOpen() {
-			s.BreakerRefusals.Add(1)
-			return &refusal{StopBreaker, breakerRefusal(s.Breaker, breaker.ErrOpen)}
+	// 1. Refusals that cost nothing, which also choose the endpoint.
+	if c.moving() {
+		if err := c.choose(a, n > 1 && !hedge, hedge, out); err != nil {
+			return err
 		}
-		if s.Throttle != nil {
-			now := time.Now()
-			if !s.Throttle.Admit(now) {
-				return &refusal{StopThrottled, fmt.Errorf("%w (%s)", ErrThrottled, s.Key)}
-			}
-			a.adm.s, a.adm.throttled = s, true
-		}
+	} else if err := admitFree(c.state, a); err != nil {
+		return err
 	}
+	s := c.state
 
 	// 2. Preparation.
 	if n > 1 && !hedge && c.body != nil {
@@ -100,8 +97,8 @@ func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hed
 		}
 	}
 
-	// 4. The breaker's trial.
-	if s != nil && s.Breaker != nil {
+	// 4. The breaker's trial (taken at stage 1 by a half-open endpoint's).
+	if s != nil && s.Breaker != nil && a.breakDone == nil {
 		done, err := s.Breaker.Allow()
 		if err != nil {
 			s.BreakerRefusals.Add(1)
@@ -130,6 +127,115 @@ func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hed
 	return nil
 }
 
+// admitFree runs the admission that costs nothing for attempt a on state
+// s (nil: a host without state, which admits everything): the breaker,
+// open, refuses at once; then the throttle.
+func admitFree(s *hoststate.State, a *attempt) error {
+	if s == nil {
+		return nil
+	}
+	if s.Breaker.IsOpen() {
+		s.BreakerRefusals.Add(1)
+		return &refusal{StopBreaker, breakerRefusal(s.Breaker, breaker.ErrOpen)}
+	}
+	if s.Throttle != nil {
+		now := time.Now()
+		if !s.Throttle.Admit(now) {
+			return &refusal{StopThrottled, fmt.Errorf("%w (%s)", ErrThrottled, s.Key)}
+		}
+		a.adm.s, a.adm.throttled = s, true
+	}
+	return nil
+}
+
+// choose runs stage 1 over the call's endpoints (Policy.Endpoints): a
+// goes to the first, the request's own host first, that admits it. A
+// retry tries first the endpoints that have not failed in the call, a
+// hedge those its round has no attempt out on; then the others, in order.
+// A half-open breaker's trial is taken here rather than at stage 4, so
+// that an attempt that finds every trial out moves on. When none
+// admits, the refusal is the first endpoint's, and the call is back on
+// its own host.
+func (c *callState) choose(a *attempt, retry, hedge bool, out []*attempt) error {
+	var first error
+	for pass := range 2 {
+		for i := range c.fo.eps {
+			if c.avoids(i, retry, hedge, out) != (pass == 1) {
+				continue
+			}
+			c.moveTo(i)
+			if c.state == nil && c.keepsState() {
+				if s := c.t.states.Use(c.h); s != nil {
+					c.attach(s)
+				} else if c.statePolicy().overload != nil {
+					c.ensureState() // the overload controls learn from every attempt
+				}
+			}
+			err := admitFree(c.state, a)
+			if s := c.state; err == nil && s != nil && s.Breaker.HalfOpen() {
+				// Half-open: the trial is taken now, so that an attempt that
+				// finds every trial out moves on rather than be refused at
+				// stage 4.
+				done, berr := s.Breaker.Allow()
+				if berr != nil {
+					s.BreakerRefusals.Add(1)
+					err = &refusal{StopBreaker, breakerRefusal(s.Breaker, berr)}
+				}
+				a.breakDone = done
+			}
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			a.Host, a.ep = c.fo.eps[i].host, i
+			return nil
+		}
+	}
+	c.moveTo(0)
+	return first
+}
+
+// avoids reports whether the attempt being chosen prefers other endpoints
+// to endpoint i: a retry one that failed in the call, a hedge one its
+// round has an attempt out on.
+func (c *callState) avoids(i int, retry, hedge bool, out []*attempt) bool {
+	switch {
+	case retry:
+		return c.fo.eps[i].failed
+	case hedge:
+		return slices.ContainsFunc(out, func(x *attempt) bool { return x.ep == i })
+	}
+	return false
+}
+
+// retryTarget returns the endpoint a retry is expected to go to, as
+// choose will pick it, the throttle aside: the first endpoint not failed
+// in the call whose breaker is not open, else the first whose breaker is
+// not open; -1 when every breaker is open.
+func (c *callState) retryTarget() int {
+	for pass := range 2 {
+		for i := range c.fo.eps {
+			if c.fo.eps[i].failed && pass == 0 {
+				continue
+			}
+			if s := c.stateOf(i); s == nil || !s.Breaker.IsOpen() {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// stateOf returns the state of endpoint i, nil if it has none yet.
+func (c *callState) stateOf(i int) *hoststate.State {
+	if i == c.fo.cur {
+		return c.state
+	}
+	return c.fo.eps[i].state
+}
+
 // settle runs stage 6 for attempt a, to which Base returned resp and err;
 // fired reports that its timeout had fired by then.
 func (c *callState) settle(ctx context.Context, a *attempt, resp *http.Response, err error, fired bool) {
@@ -145,6 +251,9 @@ func (c *callState) settle(ctx context.Context, a *attempt, resp *http.Response,
 		a.settled = ok
 	}()
 	c.classify(a)
+	if c.moving() && a.Class.retryable() {
+		c.fo.eps[a.ep].failed = true
+	}
 	c.noteAddr(a)
 	c.record(ctx, a)
 	if c.learn != nil {
@@ -187,7 +296,7 @@ func (a *attempt) release() {
 // goroutine.
 func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) error {
 	defer a.release()
-	if err := c.begin(ctx, a, rc, false, false); err != nil {
+	if err := c.begin(ctx, a, rc, false, false, nil); err != nil {
 		return err
 	}
 	base := c.t.base
@@ -350,8 +459,14 @@ func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser,
 		src = c.edited
 	}
 	var areq *http.Request
-	if c.Key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent {
+	addr := c.endpointAddr()
+	if c.Key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent || addr != "" {
 		areq = src.Clone(ctx)
+		if addr != "" {
+			// Another endpoint: its host in the URL (net/http's TLS server
+			// name follows it) and in the Host header.
+			areq.URL.Host, areq.Host = addr, addr
+		}
 		if c.Key != "" {
 			areq.Header[c.p.keyHeader] = []string{c.Key}
 		}
@@ -409,6 +524,7 @@ type attempt struct {
 	settled   bool                    // what Base returned was classified and recorded
 	drained   bool                    // the response's body was drained and closed
 	fresh     bool                    // it is to be sent on a connection of its own, which a's cancel closes
+	ep        int                     // the index of its endpoint in callState.eps; 0 without failover
 }
 
 // withContext gives a its own cancellable context under parent.

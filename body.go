@@ -517,7 +517,13 @@ func (b *resumeBody) resume(cause error) (err error) {
 			b.mu.Unlock()
 		}
 	}()
+	// The resume goes to the endpoint the response came from (c.h and
+	// c.fo.addr), never to another: the call's use of its endpoints' state
+	// has ended.
 	c.state = nil
+	if c.fo != nil {
+		c.fo.eps = nil
+	}
 	if c.keepsState() {
 		c.useState()
 		defer c.detach()
@@ -596,7 +602,7 @@ func (b *resumeBody) send(ctx context.Context, a *attempt) (body io.ReadCloser, 
 		}
 	}()
 	c.resuming = true
-	berr := c.begin(ctx, a, nil, false, true)
+	berr := c.begin(ctx, a, nil, false, true, nil)
 	c.resuming = false
 	if berr != nil {
 		c.unreserve()
@@ -792,6 +798,7 @@ func (b *resumeBody) Close() error {
 func (c *callState) useState() {
 	c.state = c.t.states.Use(c.h)
 	if c.state == nil {
-		c.state = c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return c.p.newState(c.h.String()) })
+		p := c.statePolicy()
+		c.state = c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return p.newState(c.h.String()) })
 	}
 }

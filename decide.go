@@ -33,7 +33,7 @@ func (c *callState) decide(ctx context.Context, a *attempt) {
 	case c.sent >= p.maxAttempts:
 		a.Stop = StopAttempts
 		return
-	case c.state != nil && c.state.Breaker.IsOpen():
+	case c.state != nil && c.state.Breaker.IsOpen() && (!c.moving() || c.retryTarget() < 0):
 		a.Stop = StopBreaker // the next attempt would be refused: keep this answer
 		c.state.BreakerRefusals.Add(1)
 		return
@@ -76,13 +76,31 @@ func fits(ctx context.Context, d time.Duration, a *attempt) bool {
 }
 
 // reserve takes the cost of the next retry from the budget, if the host
-// has one.
+// has one: with failover, the budget of the endpoint the retry is expected
+// to go to (retryTarget), whose load it adds to.
 func (c *callState) reserve(timeout bool) bool {
-	if c.state == nil || c.state.Budget == nil {
+	s := c.state
+	if c.moving() {
+		if i := c.retryTarget(); i >= 0 && i != c.fo.cur {
+			if c.stateOf(i) == nil {
+				// The budget that pays is the target's: give it state,
+				// as a host gets at its first failure.
+				cur := c.fo.cur
+				c.moveTo(i)
+				c.ensureState()
+				c.moveTo(cur)
+			}
+			s = c.stateOf(i)
+		}
+	}
+	if c.fo != nil {
+		c.fo.reservedIn = s
+	}
+	if s == nil || s.Budget == nil {
 		return true
 	}
-	if !c.state.Budget.AllowRetry(timeout) {
-		c.state.BudgetRefusals.Add(1)
+	if !s.Budget.AllowRetry(timeout) {
+		s.BudgetRefusals.Add(1)
 		return false
 	}
 	c.reserved, c.reservedTO, c.timeoutRetry = true, timeout, timeout
@@ -93,7 +111,11 @@ func (c *callState) reserve(timeout bool) bool {
 func (c *callState) unreserve() {
 	if c.reserved {
 		c.reserved = false
-		c.state.Budget.Refund(c.reservedTO)
+		s := c.state
+		if c.fo != nil {
+			s = c.fo.reservedIn
+		}
+		s.Budget.Refund(c.reservedTO)
 	}
 }
 
@@ -116,7 +138,7 @@ func (h *HintPolicy) serverDelay(resp *http.Response, now time.Time) (time.Durat
 	if h.ResetHeader != "" {
 		if vs := resp.Header.Values(h.ResetHeader); len(vs) == 1 {
 			if d, ok := headers.Reset(vs[0], now); ok {
-				return d, DelayResetHeader, true
+				return d, DelayRateLimit, true
 			}
 		}
 	}

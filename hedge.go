@@ -63,8 +63,8 @@ func (c *callState) startHedging() {
 // timeout or the caller's context, a censored one. A transient failure says
 // nothing about how long an answer takes.
 func (c *callState) learnFrom(ctx context.Context, a *attempt) {
-	if c.learn == nil || a.N != 1 {
-		return
+	if c.learn == nil || a.N != 1 || a.ep != 0 {
+		return // the estimator is the request's host's
 	}
 	switch {
 	case a.Response != nil && !a.Class.retryable():
@@ -77,7 +77,7 @@ func (c *callState) learnFrom(ctx context.Context, a *attempt) {
 // censor feeds the host's estimator with attempt a, cut short unanswered,
 // when a is the call's first attempt and the call learns.
 func (c *callState) censor(a *attempt) {
-	if c.learn != nil && a.N == 1 {
+	if c.learn != nil && a.N == 1 && a.ep == 0 {
 		now := time.Now()
 		c.learn.RecordCensored(now.Sub(a.start), now)
 	}
@@ -259,7 +259,7 @@ func (c *callState) beginHedged(ctx context.Context, r *round, a *attempt, rc io
 			a.release()
 		}
 	}()
-	if err := c.begin(ctx, a, rc, hedge, true); err != nil {
+	if err := c.begin(ctx, a, rc, hedge, true, r.inflight); err != nil {
 		return err
 	}
 	r.launch(a)
@@ -271,6 +271,9 @@ func (c *callState) beginHedged(ctx context.Context, r *round, a *attempt, rc io
 // whatever happens, a panic of Classify included.
 func (c *callState) settleHedged(ctx context.Context, a *attempt, res result) {
 	defer a.release()
+	if c.moving() {
+		c.moveTo(a.ep) // its outcome is its endpoint's
+	}
 	c.settle(ctx, a, res.resp, res.err, res.fired)
 }
 

@@ -421,3 +421,66 @@ func defaultBudget() *budget.TokenBucket {
 	b.Init(0, 0, 0, 0)
 	return b
 }
+
+// endpointSpec is one entry of Policy.Endpoints, parsed.
+type endpointSpec struct {
+	host, port string // as hostPort's; port "" for the scheme's default
+	addr       string // the URL host of its attempts: "host", "host:port", "[v6]:port"
+	keyHTTPS   string // its "host:port" (Attempt.Host) for https, made once
+	keyHTTP    string // ... for http
+}
+
+func newEndpointSpec(host, port string) endpointSpec {
+	addr := host
+	switch {
+	case port != "":
+		addr = net.JoinHostPort(host, port)
+	case strings.Contains(host, ":"):
+		addr = "[" + host + "]"
+	}
+	return endpointSpec{host, port, addr,
+		hostPort{host, cmp.Or(port, "443")}.String(), hostPort{host, cmp.Or(port, "80")}.String()}
+}
+
+// key returns the spec's hostPort and its "host:port" under scheme.
+func (spec *endpointSpec) key(scheme string) (hostPort, string) {
+	h := hostPort{spec.host, cmp.Or(spec.port, defaultPort(scheme))}
+	switch h.port {
+	case "443":
+		return h, spec.keyHTTPS
+	case "80":
+		return h, spec.keyHTTP
+	}
+	return h, h.String()
+}
+
+// endpoint is one host a call may send its attempts to: the request's own
+// (the first), or one of Policy.Endpoints.
+type endpoint struct {
+	h      hostPort
+	addr   string           // the URL host of its attempts; "" for the request's own
+	host   string           // h as "host:port", as Attempt.Host
+	p      *policy          // the policy its per-host state is made by
+	state  *hoststate.State // nil until it needs state, as a call's host's
+	failed bool             // an attempt sent to it failed in this call
+}
+
+// endpoints appends to eps the endpoints a call to own (as "host:port",
+// host) under p, with URL scheme scheme, may send to: own first, then p's
+// in order, each once.
+func (t *hostTable) endpoints(eps []endpoint, own hostPort, host, scheme string, p *policy) []endpoint {
+	eps = append(eps, endpoint{h: own, host: host, p: p})
+	for i := range p.endpoints {
+		spec := &p.endpoints[i]
+		h, key := spec.key(scheme)
+		if slices.ContainsFunc(eps, func(e endpoint) bool { return e.h == h }) {
+			continue
+		}
+		ep := t.lookup(h, "/")
+		if ep == t.fallback {
+			ep = p // no entry of its own: the request's policy makes its state
+		}
+		eps = append(eps, endpoint{h: h, addr: spec.addr, host: key, p: ep})
+	}
+	return eps
+}

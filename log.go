@@ -40,6 +40,9 @@ func (c *callState) observe(ctx context.Context, a *Attempt) {
 		slog.String("url", redactURL(a.Request.URL)),
 		slog.Int("attempt", a.N),
 	)
+	if c.fo != nil {
+		attrs = append(attrs, slog.String("endpoint", a.Host)) // which of Policy.Endpoints' hosts it went to
+	}
 	if a.Hedge {
 		attrs = append(attrs, slog.Bool("hedge", true))
 	}
@@ -211,7 +214,7 @@ type Attempt struct {
 // DelaySource says where the wait before a retry came from.
 type DelaySource int
 
-var delayNames = [...]string{"none", "backoff", "retry-after", "ratelimit", "ratelimit-reset"}
+var delayNames = [...]string{"none", "backoff", "retry-after", "ratelimit"}
 
 // String returns the source's name as used in logs and metrics.
 func (s DelaySource) String() string {
@@ -234,9 +237,11 @@ type Call struct {
 }
 
 const (
-	DelayNone        DelaySource = iota // no retry follows
-	DelayBackoff                        // the policy's backoff strategy
-	DelayRetryAfter                     // the response's Retry-After header
-	DelayRateLimit                      // the RateLimit header field's t parameter
-	DelayResetHeader                    // the header named by HintPolicy.ResetHeader
+	DelayNone       DelaySource = iota // no retry follows
+	DelayBackoff                       // the policy's backoff strategy
+	DelayRetryAfter                    // the response's Retry-After header
+	// DelayRateLimit is a server's announced rate-limit reset: the
+	// RateLimit header field's t parameter, or the header named by
+	// HintPolicy.ResetHeader, which the policy reads only when set.
+	DelayRateLimit
 )

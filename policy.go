@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -155,6 +156,23 @@ type Policy struct {
 	// should-retry header, the RateLimit header field, a legacy reset
 	// header. The zero value reads the RateLimit field only.
 	Hints HintPolicy
+
+	// Endpoints names failover endpoints for the request's host, in order
+	// of preference: "host" or "host:port" (a port left out is the
+	// scheme's default), such as "api.us.example.com". Each attempt goes
+	// to the first of the request's own host and then these endpoints
+	// whose breaker and throttle admit it; a retry prefers one that has
+	// not failed in the call, a hedge one its round has no attempt out
+	// on. An attempt sent elsewhere is the caller's request with the
+	// endpoint as its URL's host and its Host header, and the same
+	// Idempotency-Key. A request that may not be sent twice (an unkeyed
+	// POST, a body that cannot be replayed) never moves. Each endpoint
+	// has its own per-host state, made by the Hosts entry of the
+	// endpoint's host if there is one, else by the request's policy. Nil
+	// means no failover: every attempt goes to the request's own host (or
+	// the inherited list, in Hosts and WithPolicy); an empty non-nil list
+	// means none, overriding an inherited one. See docs/policy.md.
+	Endpoints []string
 }
 
 // Defaults applied when a Policy field is zero, as the fields say.
@@ -216,6 +234,9 @@ func (p Policy) inherit(parent Policy) Policy {
 	}
 	if p.Hints == (HintPolicy{}) {
 		p.Hints = parent.Hints
+	}
+	if p.Endpoints == nil {
+		p.Endpoints = parent.Endpoints
 	}
 	return p
 }
@@ -306,10 +327,11 @@ type policy struct {
 	adaptive       *adaptiveHedge  // nil: the fixed delay only
 	maxHedges      int
 	hints          HintPolicy
-	unbudgeted     atomic.Bool // NewBudget returned NoBudget's budget
-	hedge          bool        // the policy sends hedges, now or once its host's latency is learnt
-	lean           bool        // no breaker, overload control or hedging: state only for a budget
-	pace           pacer.Hints // how the pacer reads hints
+	unbudgeted     atomic.Bool    // NewBudget returned NoBudget's budget
+	hedge          bool           // the policy sends hedges, now or once its host's latency is learnt
+	lean           bool           // no breaker, overload control or hedging: state only for a budget
+	pace           pacer.Hints    // how the pacer reads hints
+	endpoints      []endpointSpec // Endpoints, parsed; nil: no failover
 }
 
 // compile resolves the defaults of p, which must have passed check.
@@ -370,6 +392,11 @@ func compile(p Policy) *policy {
 				minDelay:   h.MinDelay,
 				maxDelay:   h.MaxDelay,
 			}
+		}
+	}
+	for _, e := range p.Endpoints {
+		if host, port, err := splitPattern(e); err == nil {
+			c.endpoints = append(c.endpoints, newEndpointSpec(host, port))
 		}
 	}
 	c.hedge = c.hedgeDelay > 0 || c.adaptive != nil
@@ -756,6 +783,7 @@ func withoutRetries(p *Policy) {
 func (p *policy) override(fs overrides) (*policy, error) {
 	base := p.src.resolved()
 	edited := base
+	edited.Endpoints = slices.Clone(base.Endpoints) // the functions may edit it in place
 	for _, f := range fs {
 		f(&edited)
 	}

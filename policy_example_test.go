@@ -151,3 +151,34 @@ func ExamplePolicy_readBodyBytes() {
 	fmt.Println(string(body), "after", len(upstream.Requests()), "attempts")
 	// Output: {"id":"ch_1","status":"ok"} after 3 attempts
 }
+
+// A region that fails: the retry of a payment goes to the next endpoint,
+// with the same Idempotency-Key, and the answer comes from there.
+func ExamplePolicy_endpoints() {
+	upstream := httpretrytest.NewScript(httpretrytest.Status(201)).On(
+		func(req *http.Request) bool { return req.URL.Host == "api.eu.example.com" },
+		httpretrytest.Status(503))
+	client := &http.Client{Transport: &httpretry.Transport{
+		Base: upstream,
+		Hosts: map[string]httpretry.Policy{"api.eu.example.com": {
+			Backoff:   backoff.Constant(time.Millisecond),
+			Endpoints: []string{"api.us.example.com"},
+		}},
+	}}
+
+	resp, err := client.Post("https://api.eu.example.com/v1/payments", "application/json", strings.NewReader(`{"amount":100}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	reqs := upstream.Requests()
+	for _, r := range reqs {
+		fmt.Println(r.URL.Host, r.Status)
+	}
+	fmt.Println("same key:", reqs[0].Key == reqs[1].Key)
+	// Output:
+	// api.eu.example.com 503
+	// api.us.example.com 201
+	// same key: true
+}

@@ -24,6 +24,7 @@ func TestInheritCoversEveryField(t *testing.T) {
 		Keys:         KeyPolicy{Quoted: true}, AttemptHeader: "X-Attempt", NewBudget: NoBudget,
 		Breaker: BreakerPolicy{ConsecutiveFailures: 1}, Overload: OverloadPolicy{Pace: true},
 		Hedge: HedgePolicy{Delay: time.Second}, Hints: HintPolicy{IgnoreRateLimit: true},
+		Endpoints: []string{"us.example.com"},
 	}
 	v := reflect.ValueOf(full)
 	for i := range v.NumField() {

@@ -48,7 +48,7 @@ func TestServerHints(t *testing.T) {
 		{name: "RateLimit garbage falls back to backoff", method: "GET",
 			first: httpretrytest.Status(429).Header("RateLimit", `"default";r=zero;t=soon`), attempts: 2, wait: b, source: "backoff"},
 		{name: "reset header, delta seconds", method: "GET", hints: httpretry.HintPolicy{ResetHeader: "X-RateLimit-Reset"},
-			first: httpretrytest.Status(429).Header("X-RateLimit-Reset", "3"), attempts: 2, wait: 3 * time.Second, source: "ratelimit-reset"},
+			first: httpretrytest.Status(429).Header("X-RateLimit-Reset", "3"), attempts: 2, wait: 3 * time.Second, source: "ratelimit"},
 		{name: "a hint never makes a success retried", method: "GET",
 			first: httpretrytest.Status(200).Header("RateLimit", `"default";r=0;t=5`), attempts: 1},
 	}

@@ -206,14 +206,66 @@ type callState struct {
 	edited       *http.Request  // the request PrepareRetry last edited, for its round's hedges
 	held         *http.Response // the last response, drained into memory, while its retry is not yet sent
 	prevDelay    time.Duration  // the previous backoff delay, for decorrelated jitter
-	fresh        bool           // the next retry is to have a connection of its own (needsFreshConn)
 	failedAddrs  *addrs.Set     // addresses that failed in this call, avoided by the default Base's dials; nil until one does
 	reserved     bool           // a retry's cost is taken from the budget and not yet spent
 	reservedTO   bool           // ... as a timeout retry
 	timeoutRetry bool           // the last retry sent was charged as a timeout retry
+	fresh        bool           // the next retry is to have a connection of its own (needsFreshConn)
+	resuming     bool           // the attempt begun is a resume (resumeBody)
 	stop         StopReason
 	logPanic     func(any) // what abandoned returned, made once
-	resuming     bool      // the attempt begun is a resume (resumeBody)
+
+	fo *failover // nil for a call that does not move (Policy.Endpoints)
+}
+
+// failover is the part of a call that may move to other endpoints, apart
+// so that a call without Endpoints pays one pointer for it. The call's h
+// and state are those of eps[cur], the endpoint of the attempt in hand.
+type failover struct {
+	eps        []endpoint       // nil once RoundTrip returned: a resume stays where its response came from
+	buf        [3]endpoint      // eps's array, for the request's host and two endpoints
+	cur        int              // the index of the call's endpoint in eps
+	addr       string           // its URL host; "" for the request's own
+	hp         *policy          // the policy its state is made by
+	reservedIn *hoststate.State // the state whose budget the reserved retry's cost came from
+}
+
+// moving reports whether the call may send its next attempt elsewhere.
+func (c *callState) moving() bool { return c.fo != nil && c.fo.eps != nil }
+
+// endpointAddr returns the URL host of the call's endpoint when it is not
+// the request's own host, else "".
+func (c *callState) endpointAddr() string {
+	if c.fo == nil {
+		return ""
+	}
+	return c.fo.addr
+}
+
+// mayMove reports whether the call may send attempts to other endpoints
+// than its host: it has some, and the request may be sent twice.
+func (c *callState) mayMove() bool {
+	return len(c.p.endpoints) > 0 && c.body.Replayable() && (c.Key != "" || c.p.replayable(c.req))
+}
+
+// moveTo makes endpoint i the call's: the host whose state the next steps
+// (admission, settling, the retry's decision) use.
+func (c *callState) moveTo(i int) {
+	fo := c.fo
+	if i == fo.cur {
+		return
+	}
+	fo.eps[fo.cur].state = c.state
+	e := &fo.eps[i]
+	fo.cur, c.h, c.state, fo.addr, fo.hp = i, e.h, e.state, e.addr, e.p
+}
+
+// statePolicy returns the policy that makes the state of the call's host.
+func (c *callState) statePolicy() *policy {
+	if c.fo != nil && c.fo.hp != nil {
+		return c.fo.hp
+	}
+	return c.p
 }
 
 // abandoned returns what logs a panic of Base that no caller can reach
@@ -280,6 +332,14 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		} else if c.p.overload != nil {
 			c.ensureState() // the overload controls learn from every attempt: state now
 		}
+	}
+	if c.mayMove() {
+		if c.host == "" {
+			c.host = c.h.String() // Attempt.Host names each attempt's endpoint
+		}
+		c.fo = new(failover)
+		c.fo.eps = c.t.hosts.endpoints(c.fo.buf[:0], c.h, c.host, req.URL.Scheme, c.p)
+		c.fo.eps[0].state = c.state
 	}
 	if c.p.hedge {
 		c.startHedging()
@@ -438,7 +498,8 @@ func (c *callState) ensureState() {
 	if c.state != nil || !c.keepsState() {
 		return
 	}
-	if s := c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return c.p.newState(c.h.String()) }); s != nil {
+	p := c.statePolicy()
+	if s := c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return p.newState(c.h.String()) }); s != nil {
 		c.attach(s)
 	}
 }
@@ -453,8 +514,18 @@ func (c *callState) attach(s *hoststate.State) {
 	}
 }
 
-// detach ends the call's use of its host state.
+// detach ends the call's use of its host state, and of its endpoints'.
 func (c *callState) detach() {
+	if c.moving() {
+		eps := c.fo.eps
+		eps[c.fo.cur].state = c.state
+		for i := range eps {
+			if s := eps[i].state; s != nil {
+				s.Done()
+			}
+		}
+		return
+	}
 	if c.state != nil {
 		c.state.Done()
 	}

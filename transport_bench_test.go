@@ -29,6 +29,12 @@ func BenchmarkRoundTrip(b *testing.B) {
 		benchRT(b, &httpretry.Transport{Base: inMemory, Policy: httpretry.Policy{
 			Overload: httpretry.OverloadPolicy{Throttle: true, Limit: true, Pace: true}}}, req)
 	})
+	// What Policy.Endpoints costs a GET that its own host answers: the
+	// call's endpoints, made at its start.
+	b.Run("in-memory/httpretry-endpoints", func(b *testing.B) {
+		benchRT(b, &httpretry.Transport{Base: inMemory, Policy: httpretry.Policy{
+			Endpoints: []string{"api.us.example.com", "api.ap.example.com"}}}, req)
+	})
 
 	// A body of 2 bytes, read before RoundTrip returns or not: what
 	// Policy.ReadBodyBytes costs when it is on.

@@ -91,10 +91,45 @@ func (p *Policy) check(path []string) []error {
 	if p.Hedge.MaxHedges < 0 {
 		fe.bad(fields("Hedge", "MaxHedges"), "%d is negative", p.Hedge.MaxHedges)
 	}
+	p.checkEndpoints(&fe)
 	fe.errs = append(fe.errs, p.Hedge.check(under(path, "Hedge"))...)
 	fe.errs = append(fe.errs, p.Breaker.check(under(path, "Breaker"))...)
 	fe.errs = append(fe.errs, p.Overload.check(under(path, "Overload"))...)
 	return fe.errs
+}
+
+// checkEndpoints reports the entries of p.Endpoints that are not a host
+// name or IP address with an optional port, or repeat an earlier one.
+func (p *Policy) checkEndpoints(fe *fieldErrors) {
+	var seen map[hostPort]int
+	for i, e := range p.Endpoints {
+		field := fields("Endpoints", strconv.Itoa(i))
+		switch {
+		case e == "":
+			fe.bad(field, "empty: want a host name, or host:port")
+			continue
+		case strings.Contains(e, "://"), strings.ContainsAny(e, "/?#@ \t"):
+			fe.bad(field, "%q is not a host name, or host:port: no scheme, path, query or userinfo", e)
+			continue
+		}
+		host, port, err := splitPattern(e)
+		if err == nil && strings.HasPrefix(host, "*") {
+			err = errors.New("a wildcard is not an endpoint")
+		}
+		if err != nil {
+			fe.bad(field, "%q: %v", e, err)
+			continue
+		}
+		k := hostPort{host, port}
+		if j, ok := seen[k]; ok {
+			fe.bad(field, "%q repeats entry %d", e, j)
+			continue
+		}
+		if seen == nil {
+			seen = make(map[hostPort]int)
+		}
+		seen[k] = i
+	}
 }
 
 // checkMerged reports the combinations of fields that are invalid in the

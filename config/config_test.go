@@ -238,11 +238,12 @@ const fullConfig = `{
   "breaker": {"consecutive_failures": 5, "failure_ratio": 0.5, "min_requests": 10, "window": "30s", "open_for": "10s", "half_open_attempts": 2},
   "hedge": {"delay": "150ms", "max_hedges": 2},
   "hints": {"should_retry_header": "X-Should-Retry", "ignore_rate_limit": true, "reset_header": "X-RateLimit-Reset"},
+  "endpoints": ["api.us.example.com", "api.ap.example.com:8443"],
   "hosts": {
     "api.example.com": {"attempt_timeout": "none", "keys": {"disabled": true}, "budget": {"kind": "ratio", "ratio": 0.2, "window": "1m", "min_per_second": -1}},
     "api.example.com/v1/search": {"max_attempts": 2, "hedge": {"disabled": true}, "backoff": {"shape": "linear", "base": "1s", "step": "500ms", "cap": "5s", "jitter": "equal"}},
     "*.internal.example.com:8443": {"breaker": {"disabled": true}, "budget": {"kind": "none"}, "backoff": {"shape": "decorrelated", "base": "50ms", "cap": "2s"}},
-    "pay.example.com": {"keys": {"methods": []}, "backoff": {"shape": "constant", "base": "250ms"}}
+    "pay.example.com": {"keys": {"methods": []}, "backoff": {"shape": "constant", "base": "250ms"}, "endpoints": []}
   }
 }`
 
@@ -261,6 +262,33 @@ func TestConfigJSONIdentity(t *testing.T) {
 	assert.JSONEq(t, string(data), string(again))
 	assert.JSONEq(t, fullConfig, string(data), "nothing set is lost or added")
 	assert.NotNil(t, back.Hosts["pay.example.com"].Keys.Methods, "an empty list of methods is kept")
+}
+
+// endpoints: a list at the top level and per host, an empty list kept (it
+// overrides the inherited one), and Validate's errors in the config's names.
+func TestConfigEndpoints(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`{"endpoints": ["api.us.example.com", "api.ap.example.com:8443"],
+		"hosts": {"pay.example.com": {"endpoints": []}, "eu.example.com": {"endpoints": ["eu2.example.com"]}}}`))
+	require.NoError(t, err)
+	tr, err := c.Transport()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"api.us.example.com", "api.ap.example.com:8443"}, tr.Policy.Endpoints)
+	assert.Equal(t, []string{}, tr.Hosts["pay.example.com"].Endpoints, "[] is none, not inherit")
+	assert.Equal(t, []string{"eu2.example.com"}, tr.Hosts["eu.example.com"].Endpoints)
+	assert.Nil(t, tr.Hosts["eu.example.com"].Keys.Methods)
+
+	c, err = config.Parse([]byte(`{"hosts": {"pay.example.com": {"endpoints": ["https://us.example.com", "a.example.com", "A.example.com"]}}}`))
+	require.NoError(t, err)
+	_, err = c.Transport()
+	require.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
+	assert.Equal(t, []string{
+		`httpretry: invalid policy: hosts["pay.example.com"].endpoints[0]: "https://us.example.com" is not a host name, or host:port: no scheme, path, query or userinfo`,
+		`httpretry: invalid policy: hosts["pay.example.com"].endpoints[2]: "A.example.com" repeats entry 1`,
+	}, errorLines(t, err))
+
+	_, err = config.Parse([]byte(`{"endpoints": "api.us.example.com"}`))
+	assert.Equal(t, []string{`httpretry: invalid config: endpoints: want a list of strings, got "api.us.example.com"`}, errorLines(t, err))
 }
 
 // A host's entry holds only what it sets: the rest is zero in the Policy,

@@ -76,6 +76,11 @@ type Policy struct {
 	// Hints configures the server hints read besides Retry-After. The zero
 	// value reads the RateLimit field only (or inherits).
 	Hints Hints `json:"hints,omitzero" yaml:"hints,omitempty"`
+
+	// Endpoints names failover endpoints of the host, in order: "host" or
+	// "host:port", such as "api.us.example.com". Omitted means none (or
+	// inherit); an empty list means none, overriding an inherited one.
+	Endpoints []string `json:"endpoints,omitzero" yaml:"endpoints,omitempty"`
 }
 
 // Duration is a duration in a config: a string that time.ParseDuration

@@ -205,8 +205,8 @@ func configScenarios() []configScenario {
 		},
 		want: []string{
 			"attempt api.example.com:443 #1 503 class=fatal retry=false delay=none stop=not retryable hedge=false lost=false",
-			"attempt api.example.com:443 #1 429 class=transient retry=true delay=ratelimit-reset stop=none hedge=false lost=false",
-			"attempt epoch.example.com:443 #1 429 class=transient retry=true delay=ratelimit-reset stop=none hedge=false lost=false",
+			"attempt api.example.com:443 #1 429 class=transient retry=true delay=ratelimit stop=none hedge=false lost=false",
+			"attempt epoch.example.com:443 #1 429 class=transient retry=true delay=ratelimit stop=none hedge=false lost=false",
 		},
 	}, {
 		name:   "max_replay_bytes negative: never buffer",

@@ -34,6 +34,8 @@ var sections = []string{
 	"Hostile responses",
 	"Hostile URLs and policies",
 	"Another address",
+	"Regional failover",
+	"Hedging across endpoints",
 	"Resume",
 	"Small bodies",
 	knownProblems,

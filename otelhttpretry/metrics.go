@@ -46,8 +46,8 @@ const (
 	// of its round answered first; absent otherwise.
 	AttemptLost = attribute.Key("httpretry.attempt.lost")
 	// DelaySource says where the wait before a retry came from, as
-	// httpretry.DelaySource.String names it: "backoff", "retry-after",
-	// "ratelimit" or "ratelimit-reset". Only on attempts that are retried.
+	// httpretry.DelaySource.String names it: "backoff", "retry-after"
+	// or "ratelimit". Only on attempts that are retried.
 	DelaySource = attribute.Key("httpretry.delay.source")
 	// StopReason says why the call stopped, as httpretry.StopReason.String
 	// names it ("success", "attempts exhausted", "retry budget exhausted",

@@ -114,6 +114,10 @@ func (b *Breaker) Allow() (func(Outcome), error) {
 // taking a trial.
 func (b *Breaker) IsOpen() bool { return b != nil && b.cb.State() == gobreaker.StateOpen }
 
+// HalfOpen reports whether the breaker is half-open: Allow admits its
+// trial attempts only. False for a nil breaker.
+func (b *Breaker) HalfOpen() bool { return b != nil && b.cb.State() == gobreaker.StateHalfOpen }
+
 // OpenFor is how long the breaker stays open once it opens; 0 for a nil
 // breaker.
 func (b *Breaker) OpenFor() time.Duration {

@@ -77,3 +77,28 @@ func TestNil(t *testing.T) {
 	assert.True(t, b.AtRest())
 	assert.Zero(t, b.OpenFor())
 }
+
+// TestHalfOpen: HalfOpen says when Allow admits trials only.
+func TestHalfOpen(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var none *Breaker
+		assert.False(t, none.HalfOpen())
+		b := New("h", Config{ConsecutiveFailures: 1, Window: time.Minute, OpenFor: time.Second, HalfOpenAttempts: 2})
+		assert.False(t, b.HalfOpen())
+		require.NoError(t, attempt(t, b, Failure))
+		assert.False(t, b.HalfOpen(), "open")
+		time.Sleep(time.Second + time.Millisecond)
+		assert.True(t, b.HalfOpen())
+		done1, err := b.Allow()
+		require.NoError(t, err)
+		done2, err := b.Allow()
+		require.NoError(t, err)
+		assert.True(t, b.HalfOpen(), "both trials out")
+		_, err = b.Allow()
+		assert.ErrorIs(t, err, ErrTrials)
+		done1(Success)
+		done2(Success)
+		assert.False(t, b.HalfOpen(), "closed")
+	})
+}
