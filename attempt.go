@@ -107,7 +107,9 @@ func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hed
 		a.breakDone = done
 	}
 
-	a.startTimer(c.p.attemptTimeout)
+	if !a.fresh {
+		a.startTimer(c.p.attemptTimeout) // sendOne starts it once a is dialled
+	}
 	if timed := c.timed || c.deadline || (n == 1 && c.learn != nil); timed || a.adm.limited {
 		now := time.Now()
 		if timed {
@@ -301,14 +303,16 @@ func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) e
 	}
 	base := c.t.base
 	if a.fresh {
-		if conn := a.dial(base); conn != nil {
-			base = conn
-		}
+		base = a.dial(base, c.p.attemptTimeout)
+		a.startTimer(c.p.attemptTimeout)
 	}
 	resp, err := c.senderOver(base).RoundTrip(a.Request)
 	fired := a.timer != nil && !a.timer.Stop()
 	c.settle(ctx, a, resp, err, fired)
-	c.fresh = c.t.fresh && (needsFreshConn(a) || c.fresh)
+	// A retry whose own connection could not be dialled leaves the pool
+	// with the connection that failed before it: the next has its own too.
+	_, dialFailed := base.(failedDial)
+	c.fresh = c.t.fresh && (needsFreshConn(a) || c.fresh || dialFailed)
 	return nil
 }
 
@@ -355,21 +359,50 @@ func needsFreshConn(a *attempt) bool {
 }
 
 // dial gives attempt a a new connection of base's, closed when a's
-// context ends (its response body closed, or the attempt discarded). It
-// returns nil when there is none: the attempt then goes through base's
-// pool, as without one.
-func (a *attempt) dial(base http.RoundTripper) freshconn.Conn {
-	conn, err := freshconn.Dial(a.Request.Context(), base, a.Request.URL)
-	if err != nil {
-		return nil
+// context ends (its response body closed, or the attempt discarded), and
+// returns it. The dial comes before a's timer starts, with a bound of its
+// own, the same: the attempt's AttemptTimeout is for its answer, as on a
+// pooled connection that is already open, not for the handshake that the
+// Transport chose to make, which under load can take most of it (and a
+// dial cut short is lost, where the pool's outlives its request). When
+// the dial fails, the attempt fails with its error, a timeout when its
+// bound cut it short, and does not go back to the pool's connection.
+func (a *attempt) dial(base http.RoundTripper, timeout time.Duration) http.RoundTripper {
+	ctx := a.Request.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrAttemptTimeout)
+		defer cancel()
 	}
-	gotConn(a.Request) // the connection is got, outside net/http's getConn
+	// The connection is got outside net/http's getConn, whose hook would
+	// have fired before its dial, as here: a dial error of a type the
+	// rules do not know is judged as through the pool.
+	gotConn(a.Request)
+	conn, err := freshconn.Dial(ctx, base, a.Request.URL)
+	if err != nil {
+		if context.Cause(ctx) == ErrAttemptTimeout {
+			err = timeoutError(err)
+		}
+		return failedDial{err}
+	}
 	cancel := a.cancel
 	a.cancel = func(cause error) {
 		cancel(cause)
 		conn.Close()
 	}
 	return conn
+}
+
+// failedDial sends nothing: it fails every request with the error of the
+// dial of a connection of its own, closing the request's body as a
+// RoundTripper must.
+type failedDial struct{ err error }
+
+func (f failedDial) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return nil, f.err
 }
 
 // classify sets the class of a settled attempt: Policy.Classify, then the

@@ -4,6 +4,7 @@ package httpretry_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -249,4 +250,88 @@ func TestOpaqueBaseKeepsThePoolsConnection(t *testing.T) {
 			assert.Equal(t, int32(1), srv.opened.Load(), "every attempt on the first connection")
 		})
 	}
+}
+
+// The dial of a retry's connection of its own is not charged to the
+// retry's AttemptTimeout, which is for its answer, as on the pooled
+// connection the first attempt had already open: a dial and an answer that
+// each take most of it succeed. (Under CPU load a TLS handshake took most
+// of a 300 ms AttemptTimeout, and the retry timed out waiting for an
+// answer that was on its way.)
+func TestRetrysDialIsNotChargedToItsAttemptTimeout(t *testing.T) {
+	var wedged atomic.Bool
+	const timeout, slow = time.Second, 600 * time.Millisecond
+	srv := startConnServer(t, h2, func(conn int32, w http.ResponseWriter, r *http.Request) {
+		if conn == 1 && wedged.Load() {
+			<-r.Context().Done()
+			return
+		}
+		if conn > 1 {
+			time.Sleep(slow)
+		}
+		w.Write([]byte("ok"))
+	})
+	tr := srv.base(t)
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if wedged.Load() {
+			time.Sleep(slow)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	var attempts []httpretry.Attempt
+	rt := &httpretry.Transport{Base: tr, Policy: httpretry.Policy{AttemptTimeout: timeout,
+		Backoff: backoff.Constant(0), NewBudget: httpretry.NoBudget},
+		OnAttempt: func(a httpretry.Attempt) { attempts = append(attempts, a) }}
+	getOK(t, rt, srv.URL) // the first connection is pooled
+	wedged.Store(true)
+	attempts = nil
+	getOK(t, rt, srv.URL)
+	require.Len(t, attempts, 2)
+	assert.ErrorIs(t, attempts[0].Err, httpretry.ErrAttemptTimeout)
+}
+
+// A retry whose connection of its own cannot be dialled fails with the
+// dial's error: it does not go back to the pooled connection that stopped
+// answering, and the retry after it dials again.
+func TestRetrysFailedDialDoesNotFallBackToThePool(t *testing.T) {
+	var wedged atomic.Bool
+	var onWedged atomic.Int32
+	srv := startConnServer(t, h2, func(conn int32, w http.ResponseWriter, r *http.Request) {
+		if conn == 1 && wedged.Load() {
+			onWedged.Add(1)
+			<-r.Context().Done()
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	tr := srv.base(t)
+	var dials atomic.Int32
+	errRefused := errors.New("dial refused by the test")
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) == 2 {
+			return nil, errRefused
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	var attempts []httpretry.Attempt
+	rt := &httpretry.Transport{Base: tr, Policy: httpretry.Policy{AttemptTimeout: 200 * time.Millisecond,
+		Backoff: backoff.Constant(0), NewBudget: httpretry.NoBudget},
+		OnAttempt: func(a httpretry.Attempt) { attempts = append(attempts, a) }}
+	getOK(t, rt, srv.URL) // the first connection is pooled
+	wedged.Store(true)
+	attempts = nil
+	getOK(t, rt, srv.URL)
+	require.Len(t, attempts, 3)
+	assert.ErrorIs(t, attempts[1].Err, errRefused)
+	assert.Equal(t, int32(1), onWedged.Load(), "only the first attempt went to the wedged connection")
+}
+
+// getOK sends a GET through rt and requires an "ok".
+func getOK(t *testing.T, rt http.RoundTripper, url string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", readAll(t, resp.Body))
+	resp.Body.Close()
 }
