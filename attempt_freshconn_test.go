@@ -121,8 +121,10 @@ func freshConnLoad(t *testing.T, rt *httpretry.Transport, url string, n int) (wi
 // connection of its own, closed once its response body is.
 func TestRetryAfterWedgedH2ConnUsesAFreshConn(t *testing.T) {
 	var wedged atomic.Bool
+	var onWedged atomic.Int32 // streams the wedged connection got
 	srv := startConnServer(t, h2, func(conn int32, w http.ResponseWriter, r *http.Request) {
 		if conn == 1 && wedged.Load() {
+			onWedged.Add(1)
 			<-r.Context().Done() // the stream is never answered
 			return
 		}
@@ -142,7 +144,14 @@ func TestRetryAfterWedgedH2ConnUsesAFreshConn(t *testing.T) {
 	const n = 100
 	ok, failed := freshConnLoad(t, rt, srv.URL, n)
 	assert.Zero(t, failed)
-	assert.GreaterOrEqual(t, ok*100, 99*n, "succeeded within one retry: %d of %d", ok, n)
+	// What the Transport decides, whatever the machine's load: each call's
+	// first attempt took the pooled connection, and no retry went back to
+	// it. How many succeeded within one retry depends on the load too: a
+	// retry whose answer over its own new connection takes longer than
+	// AttemptTimeout (a starved CPU under the race detector) is retried on
+	// another new one, so it is logged, not asserted (the e2e suite's
+	// TestWedgedConnection asserts it, with room for its machine).
+	assert.Equal(t, int32(n), onWedged.Load(), "the wedged connection got each call's first attempt and no retry")
 	t.Logf("%d of %d succeeded within one retry; %d connections opened", ok, n, srv.opened.Load())
 	// The wedged connection stays pooled; every connection of a retry's own
 	// is closed with its response body.
