@@ -33,6 +33,7 @@ var sections = []string{
 	"Uploads",
 	"Hostile responses",
 	"Hostile URLs and policies",
+	"Wedged connection",
 	"Another address",
 	"Regional failover",
 	"Hedging across endpoints",
