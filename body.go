@@ -347,7 +347,7 @@ func (c *callState) resumable(resp *http.Response) {
 	// RoundTrip returned: a call whose body is not resumable stays off the
 	// heap.
 	resp.Body = &resumeBody{c: *c, cur: resp.Body, etag: etag, lastModified: lastModified,
-		total: resp.ContentLength, left: c.p.maxResumes}
+		total: resp.ContentLength, left: c.p.maxResumes, max: c.p.maxResumes}
 }
 
 // strongValidator returns the strong validator of a response with header
@@ -415,7 +415,10 @@ type resumeBody struct {
 	lastModified string    // a Last-Modified
 	total        int64     // the representation's length; -1: not known yet
 	off          int64     // bytes read so far
-	left         int       // resumes left
+	left         int       // resumes left before the read makes progress again
+	max          int       // Policy.MaxResumes: what left starts from, again after progress
+	tries        int       // resumes since the read last made progress: the backoff's retry number
+	acceptedAt   int64     // off when the current body began: a read past it made progress
 	prevDelay    time.Duration
 	asked        time.Duration // the wait the last resume's answer asked for (Retry-After, a hint); 0 if none
 
@@ -530,6 +533,13 @@ func (b *resumeBody) resume(cause error) (err error) {
 	}
 	defer c.unreserve() // a resume whose cost was taken is not sent, whatever ends it, a panic included
 	var last error      // the last resume's own failure
+	if b.off > b.acceptedAt {
+		// The body that broke delivered bytes: the read made progress, so
+		// the resumes and their backoff start afresh, as a retry reader
+		// that counts its retries per Read does (azblob's RetryReader).
+		// Every resume is still charged to the budget.
+		b.left, b.tries, b.prevDelay = b.max, 0, 0
+	}
 	for {
 		if b.left <= 0 {
 			return &ResumeError{Offset: b.off, Reason: "no resumes left", Err: cause, Cause: last}
@@ -538,7 +548,8 @@ func (b *resumeBody) resume(cause error) (err error) {
 		if !c.reserve(false) {
 			return &ResumeError{Offset: b.off, Reason: "the retry budget is empty", Err: cause, Cause: ErrBudgetExhausted}
 		}
-		d := c.p.backoff.Delay(c.sent, b.prevDelay, nil)
+		b.tries++
+		d := c.p.backoff.Delay(b.tries, b.prevDelay, nil)
 		b.prevDelay = d
 		if b.asked > 0 {
 			d = max(d, addJitter(b.asked)) // never earlier than asked, as a retry
@@ -559,6 +570,7 @@ func (b *resumeBody) resume(cause error) (err error) {
 				return errBodyClosed
 			}
 			b.cur = body
+			b.acceptedAt = b.off
 			b.mu.Unlock()
 			accepted = true
 			return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ import (
 type rangeBase struct {
 	content string
 	cut     int64
+	stall   bool // a resume's body breaks before its first byte: no progress
 	resume  func(req *http.Request, off int64) (*http.Response, error)
 
 	mu     sync.Mutex
@@ -54,7 +56,10 @@ func (b *rangeBase) RoundTrip(req *http.Request) (*http.Response, error) {
 		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", n, len(b.content)-1, len(b.content)))
 	}
 	body := httpretrytest.NewBody(b.content[off:])
-	if b.cut > 0 && int64(len(b.content))-off > b.cut {
+	switch {
+	case b.stall && off > 0:
+		body.FailAfter(0, nil)
+	case b.cut > 0 && int64(len(b.content))-off > b.cut:
 		body.FailAfter(b.cut, nil)
 	}
 	b.mu.Lock()
@@ -124,19 +129,54 @@ func TestResumeCarriesTheCallersRequest(t *testing.T) {
 	})
 }
 
+// A body cut again and again, each resume delivering bytes before the next
+// cut, is read in full with the default policy: MaxResumes bounds the
+// resumes in a row that bring nothing, and the backoff starts afresh after
+// progress, so a 256 MiB download cut every 16 MiB neither runs out of
+// resumes nor waits ever longer (it waited 18 s of backoff in 16 resumes).
+func TestResumeProgressStartsTheCountAfresh(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &rangeBase{content: strings.Repeat("0123456789", 10), cut: 10}
+		var waits []time.Duration
+		w := recordingBackoff{Strategy: backoff.Default(), waits: &waits}
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: w}}
+		got, err := download(t, context.Background(), tr, site, nil)
+		require.NoError(t, err)
+		assert.Equal(t, base.content, string(got))
+		assert.Len(t, base.requests(), 10, "nine resumes, more than the default three, each after progress")
+		for i, d := range waits {
+			assert.LessOrEqual(t, d, 100*time.Millisecond, "resume %d waits a first retry's backoff", i+1)
+		}
+		base.allClosed(t)
+	})
+}
+
+// recordingBackoff passes on Strategy's delays and records them.
+type recordingBackoff struct {
+	backoff.Strategy
+	waits *[]time.Duration
+}
+
+func (r recordingBackoff) Delay(n int, prev time.Duration, rng *rand.Rand) time.Duration {
+	d := r.Strategy.Delay(n, prev, rng)
+	*r.waits = append(*r.waits, d)
+	return d
+}
+
 func TestResumesAreBounded(t *testing.T) {
 	t.Parallel()
 	t.Run("MaxResumes", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			base := &rangeBase{content: strings.Repeat("x", 100), cut: 10}
+			base := &rangeBase{content: strings.Repeat("x", 100), cut: 10, stall: true}
 			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{MaxResumes: 2}}
 			start := time.Now()
 			_, err := download(t, context.Background(), tr, site, nil)
 			var re *httpretry.ResumeError
 			require.ErrorAs(t, err, &re)
 			assert.Contains(t, re.Reason, "no resumes left")
-			assert.EqualValues(t, 30, re.Offset)
+			assert.EqualValues(t, 10, re.Offset, "no resume delivered a byte")
 			assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
 			assert.Len(t, base.requests(), 3)
 			assert.Greater(t, time.Since(start), time.Duration(0), "resumes wait the backoff")
@@ -146,7 +186,7 @@ func TestResumesAreBounded(t *testing.T) {
 	t.Run("MaxAttempts", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			base := &rangeBase{content: strings.Repeat("x", 100), cut: 10}
+			base := &rangeBase{content: strings.Repeat("x", 100), cut: 10, stall: true}
 			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{MaxAttempts: 3}}
 			_, err := download(t, context.Background(), tr, site, nil)
 			require.ErrorContains(t, err, "no resumes left")

@@ -74,9 +74,12 @@ type Policy struct {
 	// inherited limit.
 	ReadBodyBytes int64
 
-	// MaxResumes is how many times the body of a GET's response, handed
-	// to the caller, may be resumed when reading it fails with a transient
-	// error after some bytes: the Transport asks for the rest (Range, with
+	// MaxResumes is how many times in a row the body of a GET's response,
+	// handed to the caller, may be resumed when reading it fails with a
+	// transient error after some bytes; a resume that delivers bytes before
+	// the body breaks again starts the count, and the backoff, afresh, so a
+	// long download cut many times completes while each resume brings
+	// progress. The Transport asks for the rest (Range, with
 	// If-Range carrying the response's strong validator) and the caller's
 	// Read goes on where it stopped. Only a 206 of the same representation
 	// that starts where the read stopped is accepted; anything else ends

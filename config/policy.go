@@ -41,8 +41,9 @@ type Policy struct {
 	// inherit); a negative value means none, overriding an inherited limit.
 	ReadBodyBytes int64 `json:"read_body_bytes,omitempty" yaml:"read_body_bytes,omitempty"`
 
-	// MaxResumes is how many times a GET's response body that breaks
-	// after some bytes may be resumed (Range with If-Range). 0 means
+	// MaxResumes is how many times in a row a GET's response body that
+	// breaks after some bytes may be resumed (Range with If-Range); a
+	// resume that delivers bytes starts the count afresh. 0 means
 	// max_attempts-1 (or inherit); a negative value means never, overriding
 	// an inherited value.
 	MaxResumes int `json:"max_resumes,omitempty" yaml:"max_resumes,omitempty"`

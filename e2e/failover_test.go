@@ -55,7 +55,7 @@ func newRegion(t *testing.T, l *ledger) *region {
 func TestRegionalFailover(t *testing.T) {
 	const (
 		workers = 4
-		downFor = 3 * time.Second
+		downFor = 30 * time.Second // the outage: long enough for the breaker to open and half-open many times
 		openFor = 500 * time.Millisecond
 		after   = 2 * time.Second // traffic after the recovery
 	)
