@@ -328,15 +328,6 @@ func resumeLargeFile(t *testing.T, srv fileServer, base fetched, want [32]byte) 
 		srv.name, mib(int64(heap)), mib(resumeFileSize))
 }
 
-// reasonOf returns the Reason of the ResumeError in err, or "".
-func reasonOf(err error) string {
-	var re *httpretry.ResumeError
-	if errors.As(err, &re) {
-		return re.Reason
-	}
-	return ""
-}
-
 // rangeHook is a Base that calls change once, before it sends the first
 // request that carries a Range: between the cut and the resume.
 type rangeHook struct {

@@ -170,16 +170,7 @@ func wedgedPeers(srv *wedgedServer) []peer {
 			rc.HTTPClient.CloseIdleConnections},
 		{"failsafe-go v0.9.8", "failsafehttp retry policy (3 attempts) around a timeout policy", func(url string) error { return status(fs.Get(url)) },
 			fsBase.CloseIdleConnections},
-		{"resty v2.17.2", "SetRetryCount(3): 4 attempts, retrying errors and 5xx, SetTimeout per attempt", func(url string) error {
-			r, err := rs.R().Get(url)
-			if err != nil {
-				return err
-			}
-			if r.StatusCode() != http.StatusOK {
-				return fmt.Errorf("status %d", r.StatusCode())
-			}
-			return nil
-		}, func() { rs.GetClient().CloseIdleConnections() }},
+		{"resty v2.17.2", "SetRetryCount(3): 4 attempts, retrying errors and 5xx, SetTimeout per attempt", restyGet(rs), func() { rs.GetClient().CloseIdleConnections() }},
 	}
 }
 
