@@ -219,8 +219,8 @@ func (c *callState) avoids(i int, retry, hedge bool, out []*attempt) bool {
 func (c *callState) retryTarget() int {
 	for pass := range 2 {
 		for i := range c.fo.eps {
-			if c.fo.eps[i].failed && pass == 0 {
-				continue
+			if c.avoids(i, true, false, nil) != (pass == 1) {
+				continue // as choose orders a retry's endpoints
 			}
 			if s := c.stateOf(i); s == nil || !s.Breaker.IsOpen() {
 				return i
