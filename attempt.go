@@ -40,26 +40,98 @@ import (
 // back whatever it still holds, on every path: a refusal, a panic in Base,
 // Classify or PrepareRetry, an attempt abandoned to a faster one.
 
-// begin runs stages 1 to 4 for attempt a with body rc; out holds the
-// attempts of its hedged round in flight, if any. On a refusal it
-// returns a *refusal; release then gives back what the earlier stages took
-// and closes rc.
-func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hedge, cancelable bool, out []*attempt) error {
-	n := c.sent + 1
-	*a = attempt{Attempt: Attempt{Host: c.host, N: n, Hedge: hedge}, body: rc, replay: c.body, begun: true}
+// attemptKind is what an attempt is to its call.
+type attemptKind uint8
+
+const (
+	firstAttempt  attemptKind = iota // the call's first
+	retryAttempt                     // a retry, after a failure and its wait
+	hedgeAttempt                     // a hedge, beside the attempts of its round
+	resumeAttempt                    // a resume of a response body, after RoundTrip returned (body.go)
+)
+
+// A plan is everything that decides what one attempt does: made by
+// planAttempt for every kind of attempt, completed at stage 1 with where
+// it goes, and carried out by begin and send, whether the attempt is sent
+// alone or in a hedged round. Nothing about an attempt is decided by a
+// flag that only one of those paths reads.
+type plan struct {
+	kind    attemptKind
+	n       int           // its number in the call, from 1
+	inRound bool          // one of a hedged round's attempts, which may lose to another
+	rewind  bool          // its body is the replay's next reader (a retry of a call with a body)
+	prepare bool          // PrepareRetry edits its request
+	ownConn bool          // it is sent on a connection of its own, dialled before its timer starts
+	ownCtx  bool          // it has a context of its own under the caller's, ended with it
+	timeout time.Duration // AttemptTimeout, started once it is sent (after the dial); 0: none
+
+	readAhead int64 // its response body is read ahead up to this many bytes (Policy.ReadBodyBytes); 0: not
+
+	// Where it goes, set at stage 1: the call's endpoint ep (0: the
+	// request's own host, whose state it is booked to), and that
+	// endpoint's URL host, "" for the request's own.
+	ep   int
+	addr string
+}
+
+// planAttempt returns the plan of the call's next attempt, of kind k; in
+// a hedged round when inRound.
+func (c *callState) planAttempt(k attemptKind, inRound bool) plan {
+	pl := plan{kind: k, n: c.sent + 1, inRound: inRound, timeout: c.p.attemptTimeout}
+	switch k {
+	case retryAttempt:
+		pl.rewind = c.body != nil
+		pl.prepare = c.p.prepareRetry != nil
+		pl.ownConn = c.fresh
+	case resumeAttempt:
+		pl.ownConn = c.fresh // a resume is read by the caller: its answer is never read ahead
+	}
+	if k != resumeAttempt {
+		pl.readAhead = c.p.readBody
+	}
+	pl.ownCtx = pl.timeout > 0 || inRound || k == resumeAttempt || pl.ownConn
+	return pl
+}
+
+// nextKind is the kind of the call's next attempt that is not a hedge.
+func (c *callState) nextKind() attemptKind {
+	if c.sent == 0 {
+		return firstAttempt
+	}
+	return retryAttempt
+}
+
+// begin runs stages 1 to 4 for attempt a, planned by pl, with body rc;
+// out holds the attempts of its hedged round in flight, if any. On a
+// refusal it returns a *refusal; release then gives back what the earlier
+// stages took and closes rc.
+func (c *callState) begin(ctx context.Context, a *attempt, pl plan, rc io.ReadCloser, out []*attempt) error {
+	*a = attempt{Attempt: Attempt{Host: c.host, N: pl.n, Hedge: pl.kind == hedgeAttempt, Resume: pl.kind == resumeAttempt},
+		plan: pl, body: rc, replay: c.body, begun: true}
 
 	// 1. Refusals that cost nothing, which also choose the endpoint.
 	if c.moving() {
-		if err := c.choose(a, n > 1 && !hedge, hedge, out); err != nil {
+		if err := c.choose(a, out); err != nil {
 			return err
 		}
-	} else if err := admitFree(c.state, a); err != nil {
-		return err
+	} else {
+		if c.fo != nil {
+			a.Host, a.plan.ep = c.fo.host, c.fo.cur // a resume, on the endpoint that answered
+		}
+		if err := admitFree(c.state, a); err != nil {
+			return err
+		}
+		if c.t.Fleet != nil {
+			if err := c.admitFleet(a, time.Now()); err != nil {
+				return err
+			}
+		}
 	}
+	a.plan.addr = c.endpointAddr()
 	s := c.state
 
 	// 2. Preparation.
-	if n > 1 && !hedge && c.body != nil {
+	if pl.rewind {
 		body, err := c.body.Next(ctx, false)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -71,26 +143,29 @@ func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hed
 		}
 		a.body = body
 	}
-	// A retry after a failure of a shared connection gets one of its own
-	// (sendOne), which lives as long as the attempt's context.
-	a.fresh = c.fresh && n > 1 && !hedge
-	c.fresh = false
+	if pl.ownConn {
+		c.fresh = false // taken: the retry after this one has its own if it needs one
+	}
 	actx := ctx
-	if c.p.attemptTimeout > 0 || cancelable || a.fresh {
+	if pl.ownCtx {
 		actx = a.withContext(ctx)
 	}
-	a.Request = c.attemptRequest(actx, n, a.body, cancelable, hedge)
-	if n > 1 && !hedge && !c.resuming && c.p.prepareRetry != nil {
+	a.Request = c.attemptRequest(actx, &a.plan, a.body)
+	if pl.prepare {
 		if err := c.p.prepareRetry(c.last, a.Request); err != nil {
 			return &refusal{StopRefused, err}
 		}
-		c.edited = a.Request // the hedges of this round carry its edits
+		c.edited, c.editedEp = a.Request, a.plan.ep // the hedges of this round carry its edits
 		// A token refresh under the retry's context went through the
 		// attempt's trace hooks: what they saw is not the attempt's.
 		resetProgress(a.Request)
 	}
 
 	// 3. Admission that waits.
+	if !a.cooling.IsZero() && (s == nil || s.Pacer == nil) {
+		c.ensureState() // the fleet's cool-down is waited for by the host's pacer
+		s = c.state
+	}
 	if s != nil && (s.Pacer != nil || s.Limiter != nil) {
 		if err := c.admitWaiting(ctx, a, s); err != nil {
 			return err
@@ -107,26 +182,49 @@ func (c *callState) begin(ctx context.Context, a *attempt, rc io.ReadCloser, hed
 		a.breakDone = done
 	}
 
-	if !a.fresh {
-		a.startTimer(c.p.attemptTimeout) // sendOne starts it once a is dialled
-	}
-	if timed := c.timed || c.deadline || (n == 1 && c.learn != nil); timed || a.adm.limited {
+	if timed := c.timed || c.deadline || (pl.n == 1 && c.learn != nil); timed || a.adm.limited {
 		now := time.Now()
 		if timed {
 			a.start = now
 		}
-		a.adm.sent(ctx, now, c.p.attemptTimeout)
+		a.adm.sent(ctx, now, pl.timeout)
 	}
 	a.sent = true
 	c.sent++
 	c.held = nil
-	if n > 1 && !hedge {
+	if pl.kind == retryAttempt || pl.kind == resumeAttempt {
 		c.reserved = false // the retry is sent: its cost is spent
 	}
-	if n > 1 && s != nil {
+	if pl.n > 1 && s != nil {
 		s.Retries.Add(1)
 	}
 	return nil
+}
+
+// send sends attempt a, begun, through t's Base, as its plan says: over a
+// connection of its own, dialled first, or the pool's; then under its
+// timer; then its response body read ahead. It runs on the caller's
+// goroutine, or, in a hedged round, on one of the round's, and touches
+// nothing of the call's. fired reports that a's timer had fired by the
+// time Base returned.
+func (a *attempt) send(t *Transport) (resp *http.Response, err error, fired bool) {
+	base := t.base
+	if a.plan.ownConn {
+		base = a.dial(t)
+	}
+	a.startTimer(a.plan.timeout)
+	resp, err = base.RoundTrip(a.Request)
+	if a.plan.readAhead > 0 {
+		window := readAheadWindow
+		if a.timer != nil {
+			// Half of what AttemptTimeout leaves: a body that pauses is
+			// handed over, not timed out.
+			window = min(window, (a.plan.timeout-time.Since(a.timedAt))/2)
+		}
+		resp, err = readAheadOf(a.Request, resp, err, a.plan.readAhead, window)
+	}
+	fired = a.timer != nil && !a.timer.Stop()
+	return resp, err, fired
 }
 
 // admitFree runs the admission that costs nothing for attempt a on state
@@ -158,7 +256,8 @@ func admitFree(s *hoststate.State, a *attempt) error {
 // that an attempt that finds every trial out moves on. When none
 // admits, the refusal is the first endpoint's, and the call is back on
 // its own host.
-func (c *callState) choose(a *attempt, retry, hedge bool, out []*attempt) error {
+func (c *callState) choose(a *attempt, out []*attempt) error {
+	retry, hedge := a.plan.kind == retryAttempt, a.plan.kind == hedgeAttempt
 	var first error
 	for pass := range 2 {
 		for i := range c.fo.eps {
@@ -174,6 +273,9 @@ func (c *callState) choose(a *attempt, retry, hedge bool, out []*attempt) error 
 				}
 			}
 			err := admitFree(c.state, a)
+			if err == nil && c.t.Fleet != nil {
+				err = c.admitFleet(a, time.Now())
+			}
 			if s := c.state; err == nil && s != nil && s.Breaker.HalfOpen() {
 				// Half-open: the trial is taken now, so that an attempt that
 				// finds every trial out moves on rather than be refused at
@@ -191,7 +293,7 @@ func (c *callState) choose(a *attempt, retry, hedge bool, out []*attempt) error 
 				}
 				continue
 			}
-			a.Host, a.ep = c.fo.eps[i].host, i
+			a.Host, a.plan.ep = c.fo.eps[i].host, i
 			return nil
 		}
 	}
@@ -207,7 +309,7 @@ func (c *callState) avoids(i int, retry, hedge bool, out []*attempt) bool {
 	case retry:
 		return c.fo.eps[i].failed
 	case hedge:
-		return slices.ContainsFunc(out, func(x *attempt) bool { return x.ep == i })
+		return slices.ContainsFunc(out, func(x *attempt) bool { return x.plan.ep == i })
 	}
 	return false
 }
@@ -254,7 +356,12 @@ func (c *callState) settle(ctx context.Context, a *attempt, resp *http.Response,
 	}()
 	c.classify(a)
 	if c.moving() && a.Class.retryable() {
-		c.fo.eps[a.ep].failed = true
+		c.fo.eps[a.plan.ep].failed = true
+	}
+	// A retry after a failure that leaves its connection in the pool, or
+	// after a dial of its own that failed, has a connection of its own.
+	if a.dialFailed || needsFreshConn(a) {
+		c.fresh = c.t.freshConns()
 	}
 	c.noteAddr(a)
 	c.record(ctx, a)
@@ -298,21 +405,11 @@ func (a *attempt) release() {
 // goroutine.
 func (c *callState) sendOne(ctx context.Context, rc io.ReadCloser, a *attempt) error {
 	defer a.release()
-	if err := c.begin(ctx, a, rc, false, false, nil); err != nil {
+	if err := c.begin(ctx, a, c.planAttempt(c.nextKind(), false), rc, nil); err != nil {
 		return err
 	}
-	base := c.t.base
-	if a.fresh {
-		base = a.dial(base, c.p.attemptTimeout)
-		a.startTimer(c.p.attemptTimeout)
-	}
-	resp, err := c.senderOver(base).RoundTrip(a.Request)
-	fired := a.timer != nil && !a.timer.Stop()
+	resp, err, fired := a.send(c.t)
 	c.settle(ctx, a, resp, err, fired)
-	// A retry whose own connection could not be dialled leaves the pool
-	// with the connection that failed before it: the next has its own too.
-	_, dialFailed := base.(failedDial)
-	c.fresh = c.t.fresh && (needsFreshConn(a) || c.fresh || dialFailed)
 	return nil
 }
 
@@ -333,7 +430,7 @@ func (c *callState) noteAddr(a *attempt) {
 		c.failedAddrs = new(addrs.Set)
 	}
 	c.failedAddrs.Add(ap)
-	c.fresh = c.t.fresh
+	c.fresh = c.t.freshConns()
 }
 
 // needsFreshConn reports whether the retry after attempt a, which Base
@@ -358,7 +455,7 @@ func needsFreshConn(a *attempt) bool {
 	return errors.Is(a.Err, ErrAttemptTimeout) && strings.EqualFold(a.Request.URL.Scheme, "https")
 }
 
-// dial gives attempt a a new connection of base's, closed when a's
+// dial gives attempt a a new connection of t's Base, closed when a's
 // context ends (its response body closed, or the attempt discarded), and
 // returns it. The dial comes before a's timer starts, with a bound of its
 // own, the same: the attempt's AttemptTimeout is for its answer, as on a
@@ -366,10 +463,12 @@ func needsFreshConn(a *attempt) bool {
 // Transport chose to make, which under load can take most of it (and a
 // dial cut short is lost, where the pool's outlives its request). When
 // the dial fails, the attempt fails with its error, a timeout when its
-// bound cut it short, and does not go back to the pool's connection.
-func (a *attempt) dial(base http.RoundTripper, timeout time.Duration) http.RoundTripper {
+// bound cut it short, and does not go back to the pool's connection;
+// when Base turns out unable to make connections of their own at all,
+// the attempt, and every later one, goes through its pool.
+func (a *attempt) dial(t *Transport) http.RoundTripper {
 	ctx := a.Request.Context()
-	if timeout > 0 {
+	if timeout := a.plan.timeout; timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, ErrAttemptTimeout)
 		defer cancel()
@@ -378,18 +477,19 @@ func (a *attempt) dial(base http.RoundTripper, timeout time.Duration) http.Round
 	// have fired before its dial, as here: a dial error of a type the
 	// rules do not know is judged as through the pool.
 	gotConn(a.Request)
-	conn, err := freshconn.Dial(ctx, base, a.Request.URL)
-	if err != nil {
+	conn, err := freshconn.Dial(ctx, t.base, a.Request.URL)
+	switch {
+	case errors.Is(err, freshconn.ErrUnsupported):
+		t.noFreshConns(err)
+		return t.base
+	case err != nil:
 		if context.Cause(ctx) == ErrAttemptTimeout {
 			err = timeoutError(err)
 		}
+		a.dialFailed = true
 		return failedDial{err}
 	}
-	cancel := a.cancel
-	a.cancel = func(cause error) {
-		cancel(cause)
-		conn.Close()
-	}
+	context.AfterFunc(a.ctx, func() { conn.Close() })
 	return conn
 }
 
@@ -448,15 +548,22 @@ func (c *callState) record(ctx context.Context, a *attempt) {
 	}
 	s := c.state
 	if s == nil {
+		if c.t.Fleet != nil {
+			c.recordFleet(a, nil, outcome, time.Time{}, time.Now())
+		}
 		return
 	}
 	now := time.Now()
+	var spent time.Time
 	if a.adm.s != nil {
 		sig := signal.None
 		if !a.Lost {
 			sig = loadSignal(ctx, a.Response, a.Err)
 		}
-		a.adm.done(now, sig, a.Response, &c.p.pace)
+		spent = a.adm.done(now, sig, a.Response, &c.p.pace)
+	}
+	if c.t.Fleet != nil {
+		c.recordFleet(a, s, outcome, spent, now)
 	}
 	s.Touch(now)
 	s.Attempts.Add(1)
@@ -465,12 +572,14 @@ func (c *callState) record(ctx context.Context, a *attempt) {
 	}
 }
 
-// attemptRequest returns the request for attempt n with body rc: a clone
-// of the caller's request when anything changes its header or several
-// attempts are in flight at once (a hedged round), else a shallow copy. A
-// hedge is made from the request PrepareRetry edited for its round, a
-// resume from the one it edited last.
-func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser, concurrent, hedge bool) *http.Request {
+// attemptRequest returns the request of the attempt planned by pl, with
+// body rc: a clone of the caller's request when anything changes its
+// header or its host, or several attempts are in flight at once (a hedged
+// round), else a shallow copy. A hedge is made from the request
+// PrepareRetry edited for its round, a resume from the one it edited
+// last; either goes to its own endpoint, whichever the edited one went to.
+func (c *callState) attemptRequest(ctx context.Context, pl *plan, rc io.ReadCloser) *http.Request {
+	n := pl.n
 	// Whether an earlier attempt of the call carried the request's key, so
 	// that a 409 may say the original is still in flight: with the
 	// Transport's own key, any attempt after the first; with the caller's,
@@ -487,18 +596,21 @@ func (c *callState) attemptRequest(ctx context.Context, n int, rc io.ReadCloser,
 		ctx = addrs.WithFailed(ctx, c.failedAddrs)
 	}
 	ctx = newAttemptContext(ctx, n, keySent)
-	src := c.req
-	if (hedge || c.resuming) && c.edited != nil {
-		src = c.edited
+	src, srcEp := c.req, 0
+	if (pl.kind == hedgeAttempt || pl.kind == resumeAttempt) && c.edited != nil {
+		src, srcEp = c.edited, c.editedEp
 	}
+	moved := pl.ep != srcEp // src went to another endpoint than this attempt goes to
 	var areq *http.Request
-	addr := c.endpointAddr()
-	if c.Key != "" || c.p.attemptHeader != "" || (n > 1 && c.p.prepareRetry != nil) || concurrent || addr != "" {
+	if c.Key != "" || c.p.attemptHeader != "" || pl.prepare || pl.kind == resumeAttempt || pl.inRound || moved {
 		areq = src.Clone(ctx)
-		if addr != "" {
+		switch {
+		case moved && pl.addr == "":
+			areq.URL.Host, areq.Host = c.req.URL.Host, c.req.Host // back to the request's own host
+		case moved:
 			// Another endpoint: its host in the URL (net/http's TLS server
 			// name follows it) and in the Host header.
-			areq.URL.Host, areq.Host = addr, addr
+			areq.URL.Host, areq.Host = pl.addr, pl.addr
 		}
 		if c.Key != "" {
 			areq.Header[c.p.keyHeader] = []string{c.Key}
@@ -544,20 +656,23 @@ var errLost = errors.New("httpretry: cancelled, another attempt answered first")
 // Transport needs to end its life.
 type attempt struct {
 	Attempt
-	start     time.Time               // when it was sent; zero when nothing times attempts
-	ctx       context.Context         // the attempt's own context; nil without AttemptTimeout or hedging
-	cancel    context.CancelCauseFunc // ends ctx
-	timer     *time.Timer             // AttemptTimeout's timer, nil without one
-	breakDone func(breaker.Outcome)   // reports the outcome to the breaker; nil without one
-	adm       admission               // what the host's overload controls gave it
-	body      io.ReadCloser           // the request body Base was given
-	replay    *replay.Replay          // where body came from; nil without a body
-	begun     bool                    // the pipeline ran for it
-	sent      bool                    // Base was given it
-	settled   bool                    // what Base returned was classified and recorded
-	drained   bool                    // the response's body was drained and closed
-	fresh     bool                    // it is to be sent on a connection of its own, which a's cancel closes
-	ep        int                     // the index of its endpoint in callState.eps; 0 without failover
+	start      time.Time               // when it was sent; zero when nothing times attempts
+	ctx        context.Context         // the attempt's own context; nil without AttemptTimeout or hedging
+	cancel     context.CancelCauseFunc // ends ctx
+	timer      *time.Timer             // AttemptTimeout's timer, nil without one
+	timedAt    time.Time               // when timer started
+	breakDone  func(breaker.Outcome)   // reports the outcome to the breaker; nil without one
+	adm        admission               // what the host's overload controls gave it
+	body       io.ReadCloser           // the request body Base was given
+	replay     *replay.Replay          // where body came from; nil without a body
+	begun      bool                    // the pipeline ran for it
+	sent       bool                    // Base was given it
+	settled    bool                    // what Base returned was classified and recorded
+	drained    bool                    // the response's body was drained and closed
+	plan       plan                    // what it does: where it goes, over which connection, under which timer
+	fleetKey   string                  // its host's key in Transport.Fleet; "" when the fleet was not asked
+	cooling    time.Time               // the fleet's cool-down of its host, for stage 3 to wait for; zero for none
+	dialFailed bool                    // its connection of its own could not be dialled
 }
 
 // withContext gives a its own cancellable context under parent.
@@ -574,6 +689,7 @@ func (a *attempt) withContext(parent context.Context) context.Context {
 func (a *attempt) startTimer(d time.Duration) {
 	if d > 0 && a.cancel != nil {
 		cancel := a.cancel
+		a.timedAt = time.Now()
 		a.timer = time.AfterFunc(d, func() { cancel(ErrAttemptTimeout) })
 	}
 }

@@ -65,7 +65,7 @@ func TestFailoverRetryGoesToAnotherEndpoint(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		base := httpretrytest.NewScript(httpretrytest.Status(200)).On(onHost("eu.test"), httpretrytest.Status(503))
-		tr := &httpretry.Transport{Base: base, Policy: failoverPolicy()}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": failoverPolicy()}}
 		o := watch(tr)
 		resp, err := send(t, tr, http.MethodGet, "")
 		require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestFailoverRetryPrefersEndpointNotFailed(t *testing.T) {
 			On(onHost("us.test"), httpretrytest.Fail(httpretrytest.ConnReset()))
 		p := failoverPolicy()
 		p.NewBudget = nil // the default budget: state for each host that fails
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		resp, err := send(t, tr, http.MethodGet, "")
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
@@ -101,7 +101,7 @@ func TestFailoverRetryPrefersEndpointNotFailed(t *testing.T) {
 		base := httpretrytest.NewScript(httpretrytest.Status(503))
 		p := failoverPolicy()
 		p.MaxAttempts = 5
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		resp, err := send(t, tr, http.MethodGet, "")
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
@@ -126,7 +126,7 @@ func TestFailoverBreakerOpen(t *testing.T) {
 		p := failoverPolicy()
 		p.MaxAttempts = 1
 		p.Breaker = httpretry.BreakerPolicy{ConsecutiveFailures: 2, OpenFor: 10 * time.Second}
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		for range 2 {
 			resp, err := send(t, tr, http.MethodGet, "")
 			require.NoError(t, err)
@@ -170,7 +170,7 @@ func TestFailoverAllBreakersOpen(t *testing.T) {
 		p.MaxAttempts = 1
 		p.Endpoints = []string{"us.test"}
 		p.Breaker = httpretry.BreakerPolicy{ConsecutiveFailures: 1, OpenFor: 10 * time.Second}
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		_, _ = send(t, tr, http.MethodGet, "") // opens eu.test's
 		_, _ = send(t, tr, http.MethodGet, "") // goes to us.test, opens its
 		_, err := send(t, tr, http.MethodGet, "")
@@ -184,7 +184,7 @@ func TestFailoverSameKeyOnEveryEndpoint(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		base := httpretrytest.NewScript(httpretrytest.Status(503)).On(onHost("ap.test"), httpretrytest.Status(201))
-		tr := &httpretry.Transport{Base: base, Policy: failoverPolicy()}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": failoverPolicy()}}
 		resp, err := send(t, tr, http.MethodPost, `{"amount":1}`)
 		require.NoError(t, err)
 		assert.Equal(t, 201, resp.StatusCode)
@@ -204,7 +204,7 @@ func TestFailoverUnkeyedPostNeverMoves(t *testing.T) {
 		p := failoverPolicy()
 		p.Keys.Disabled = true
 		p.Breaker = httpretry.BreakerPolicy{ConsecutiveFailures: 2, OpenFor: time.Minute}
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		// A refused dial proves it never reached the server: retried, on
 		// the request's own host.
 		resp, err := send(t, tr, http.MethodPost, "x")
@@ -229,7 +229,7 @@ func TestFailoverNonReplayableBodyNeverMoves(t *testing.T) {
 		p := failoverPolicy()
 		p.MaxReplayBytes = -1 // never buffer: a body without GetBody cannot be sent twice
 		p.Breaker = httpretry.BreakerPolicy{ConsecutiveFailures: 1, OpenFor: time.Minute}
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		put := func() (*http.Response, error) {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, "https://eu.test/v1/doc",
 				httpretrytest.NewBody("doc"))
@@ -266,7 +266,7 @@ func TestFailoverHostHeaderAndURL(t *testing.T) {
 		})
 		p := failoverPolicy()
 		p.Endpoints = []string{"US.test:8443"}
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://eu.test/v1/items?page=2", nil)
 		req.Host = "eu.test"
 		req.Header.Set("Idempotency-Key", "k1")
@@ -300,7 +300,7 @@ func TestFailoverRetryChargedToTarget(t *testing.T) {
 			mu.Unlock()
 			return b
 		}
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		for range 2 {
 			resp, err := send(t, tr, http.MethodGet, "")
 			require.NoError(t, err)
@@ -325,7 +325,8 @@ func TestFailoverEndpointPolicy(t *testing.T) {
 		base := httpretrytest.NewScript(httpretrytest.Status(503)).On(onHost("ap.test"), httpretrytest.Status(200))
 		p := failoverPolicy()
 		p.Breaker = httpretry.BreakerPolicy{ConsecutiveFailures: 5, OpenFor: time.Minute}
-		tr := &httpretry.Transport{Base: base, Policy: p, Hosts: map[string]httpretry.Policy{
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{
+			"eu.test": p,
 			"us.test": {Breaker: httpretry.BreakerPolicy{ConsecutiveFailures: 1, OpenFor: time.Minute}},
 		}}
 		resp, err := send(t, tr, http.MethodGet, "")
@@ -352,7 +353,7 @@ func TestFailoverHedgesGoElsewhere(t *testing.T) {
 		base := httpretrytest.NewScript(slow(time.Millisecond)).On(onHost("eu.test"), slow(time.Second))
 		p := failoverPolicy()
 		p.Hedge = httpretry.HedgePolicy{Delay: 50 * time.Millisecond, MaxHedges: 2}
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		o := watch(tr)
 		resp, err := send(t, tr, http.MethodGet, "")
 		require.NoError(t, err)
@@ -370,7 +371,7 @@ func TestFailoverPerRequest(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		base := httpretrytest.NewScript(httpretrytest.Status(200)).On(onHost("eu.test"), httpretrytest.Status(503))
-		tr := &httpretry.Transport{Base: base, Policy: failoverPolicy()}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": failoverPolicy()}}
 		ctx := httpretry.WithPolicy(t.Context(), func(p *httpretry.Policy) { p.Endpoints = []string{} })
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://eu.test/", nil)
 		resp, err := tr.RoundTrip(req)
@@ -384,20 +385,22 @@ func TestFailoverPerRequest(t *testing.T) {
 func TestFailoverValidate(t *testing.T) {
 	t.Parallel()
 	tr := &httpretry.Transport{
-		Policy: httpretry.Policy{Endpoints: []string{"us.example.com", "", "https://x.example.com", "a.example.com/v1",
-			"b.example.com:99999", "US.example.com"}},
-		Hosts: map[string]httpretry.Policy{"pay.example.com": {Endpoints: []string{"ok.example.com:8443", "bad host"}}},
+		Hosts: map[string]httpretry.Policy{
+			"eu.example.com": {Endpoints: []string{"us.example.com", "", "https://x.example.com", "a.example.com/v1",
+				"b.example.com:99999", "US.example.com"}},
+			"pay.example.com": {Endpoints: []string{"ok.example.com:8443", "bad host"}},
+		},
 	}
 	err := tr.Validate()
 	require.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
 	var pe *httpretry.PolicyError
 	require.True(t, errors.As(err, &pe))
 	for _, want := range []string{
-		"Policy.Endpoints[1]: empty",
-		"Policy.Endpoints[2]:",
-		"Policy.Endpoints[3]:",
-		"Policy.Endpoints[4]:",
-		`Policy.Endpoints[5]: "US.example.com" repeats entry 0`,
+		`Hosts["eu.example.com"].Endpoints[1]: empty`,
+		`Hosts["eu.example.com"].Endpoints[2]:`,
+		`Hosts["eu.example.com"].Endpoints[3]:`,
+		`Hosts["eu.example.com"].Endpoints[4]:`,
+		`Hosts["eu.example.com"].Endpoints[5]: "US.example.com" repeats entry 0`,
 		`Hosts["pay.example.com"].Endpoints[1]:`,
 	} {
 		assert.Contains(t, err.Error(), want)
@@ -405,7 +408,7 @@ func TestFailoverValidate(t *testing.T) {
 	assert.NotContains(t, err.Error(), "Endpoints[0]:")
 	assert.NotContains(t, err.Error(), `Endpoints[0] `)
 
-	ok := &httpretry.Transport{Policy: httpretry.Policy{Endpoints: []string{"us.example.com", "[::1]:8443", "10.0.0.2"}},
+	ok := &httpretry.Transport{Hosts: map[string]httpretry.Policy{"eu.example.com": {Endpoints: []string{"us.example.com", "[::1]:8443", "10.0.0.2"}}},
 		Base: httpretrytest.NewScript(httpretrytest.Status(200))}
 	assert.NoError(t, ok.Validate())
 
@@ -451,7 +454,7 @@ func TestFailoverResumeStaysOnTheEndpoint(t *testing.T) {
 			return &http.Response{StatusCode: 206, ContentLength: 5, Header: h,
 				Body: io.NopCloser(strings.NewReader("world"))}, nil
 		})
-		tr := &httpretry.Transport{Base: base, Policy: failoverPolicy()}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": failoverPolicy()}}
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://eu.test/file", nil)
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
@@ -482,7 +485,7 @@ func TestFailoverHalfOpenTrialOut(t *testing.T) {
 		p := failoverPolicy()
 		p.MaxAttempts = 1
 		p.Breaker = httpretry.BreakerPolicy{ConsecutiveFailures: 1, OpenFor: 5 * time.Second}
-		tr := &httpretry.Transport{Base: base, Policy: p}
+		tr := &httpretry.Transport{Base: base, Hosts: map[string]httpretry.Policy{"eu.test": p}}
 		_, _ = send(t, tr, http.MethodGet, "") // opens eu.test's breaker
 		mu.Lock()
 		down = false

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seedhq/httpretry/backoff"
@@ -131,31 +132,20 @@ func discard(ctx context.Context, resp *http.Response, abandoned func(any)) {
 // that its failure is the attempt's, its time counts toward the attempt's
 // timeout and a hedged round's race, and Classify can look at it.
 
-// sender returns what sends the call's attempts: the Transport's Base, or,
-// when the policy reads bodies ahead, Base followed by the read.
-func (c *callState) sender() http.RoundTripper { return c.senderOver(c.t.base) }
+// readAheadWindow bounds the read ahead of a body of unknown length: what
+// has not arrived by then streams, as the rest of a larger body does, so
+// that a stream's header reaches the caller within it whatever the stream
+// sends.
+const readAheadWindow = 250 * time.Millisecond
 
-// senderOver is sender over base instead of Base.
-func (c *callState) senderOver(base http.RoundTripper) http.RoundTripper {
-	if c.p.readBody <= 0 {
-		return base
-	}
-	return &bodyReader{base, c.p.readBody}
-}
-
-// bodyReader sends a request with base, then reads the response body
-// ahead, up to limit bytes.
-type bodyReader struct {
-	base  http.RoundTripper
-	limit int64
-}
-
-func (r *bodyReader) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := r.base.RoundTrip(req)
+// readAheadOf reads ahead the body of resp, Base's answer to req with
+// err, up to limit bytes, a body of unknown length for at most window,
+// and returns what the attempt got.
+func readAheadOf(req *http.Request, resp *http.Response, err error, limit int64, window time.Duration) (*http.Response, error) {
 	if err != nil || resp == nil || req.Method == http.MethodHead {
 		return resp, err // a response to HEAD has no content
 	}
-	if err := readAhead(req.Context(), resp, r.limit); err != nil {
+	if err := readAhead(req.Context(), resp, limit, window); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -163,11 +153,13 @@ func (r *bodyReader) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // readAhead reads resp's body when it is at most limit bytes, and replaces
 // it with an aheadBody: the bytes in memory, or, for a larger body, those
-// read and then the rest of the stream. The end of ctx, the attempt's
-// context, closes the body, so that a body whose Read does not watch the
-// context still ends with the attempt. A Read that fails or panics closes
-// the body; the failure is returned as a *responseBodyError.
-func readAhead(ctx context.Context, resp *http.Response, limit int64) error {
+// read and then the rest of the stream. A body that is a stream (isStream)
+// is not read at all, and one of unknown length only for at most window
+// (readWindow). The end of ctx, the attempt's context, closes the body, so
+// that a body whose Read does not watch the context still ends with the
+// attempt. A Read that fails or panics closes the body; the failure is
+// returned as a *responseBodyError.
+func readAhead(ctx context.Context, resp *http.Response, limit int64, window time.Duration) error {
 	rc := resp.Body
 	if rc == nil || rc == http.NoBody {
 		return nil
@@ -176,7 +168,14 @@ func readAhead(ctx context.Context, resp *http.Response, limit int64) error {
 		return nil // a switched protocol's connection, not a body
 	}
 	b := &aheadBody{orig: rc, bounded: true}
-	if resp.ContentLength > limit {
+	if resp.ContentLength > limit || isStream(resp.Header) {
+		resp.Body = b
+		return nil
+	}
+	if resp.ContentLength < 0 {
+		if err := b.readWindow(ctx, limit, window); err != nil {
+			return err
+		}
 		resp.Body = b
 		return nil
 	}
@@ -190,13 +189,13 @@ func readAhead(ctx context.Context, resp *http.Response, limit int64) error {
 			b.closeOrig() // a Read that panicked
 		}
 	}()
-	buf, whole, err := readUpTo(rc, resp.ContentLength, limit)
+	buf, over, whole, err := readUpTo(rc, resp.ContentLength, limit, &b.peek)
 	read = true
 	if err != nil {
 		b.closeOrig()
 		return &responseBodyError{err}
 	}
-	b.buf, b.shown, b.whole = buf, min(len(buf), int(min(limit, math.MaxInt))), whole
+	b.buf, b.shown, b.peeked, b.whole = buf, len(buf), over, whole
 	if whole {
 		b.closeOrig() // read to its end: its connection is free; an error closing it changes nothing
 	}
@@ -204,24 +203,52 @@ func readAhead(ctx context.Context, resp *http.Response, limit int64) error {
 	return nil
 }
 
+// isStream reports whether a response with header h is a stream of events
+// or messages, by its media type: server-sent events, newline-delimited or
+// sequenced JSON, a multipart stream, gRPC, or a type with a stream
+// parameter (Kubernetes' watch, application/json;stream=watch). A stream
+// may pause for as long as it likes between two messages: it is handed to
+// the caller with its header, as net/http hands every body.
+func isStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return false
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	if _, ok := params["stream"]; ok {
+		return true
+	}
+	switch mt {
+	case "text/event-stream", "application/x-ndjson", "application/ndjson", "application/jsonl",
+		"application/x-jsonlines", "application/json-seq", "application/stream+json", "multipart/x-mixed-replace":
+		return true
+	}
+	return strings.HasPrefix(mt, "application/grpc")
+}
+
 // readUpTo reads r, whose length is cl (-1: unknown), until its end or
 // until more than limit bytes arrived, in a buffer that never grows past
-// limit+1 bytes. whole reports that the end was reached.
-func readUpTo(r io.Reader, cl, limit int64) (buf []byte, whole bool, err error) {
-	size := min(limit, math.MaxInt-1) + 1 // one more byte tells a body of limit bytes from a longer one
+// limit bytes. whole reports that the end was reached; over, that a byte
+// past the limit came, into peek (see readPeek).
+func readUpTo(r io.Reader, cl, limit int64, peek *[1]byte) (buf []byte, over, whole bool, err error) {
+	lim := min(limit, math.MaxInt)
 	n := int64(512)
 	if cl >= 0 {
 		n = cl + 1
 	}
-	buf = make([]byte, 0, min(n, size))
+	buf = make([]byte, 0, min(n, lim))
 	for {
 		if len(buf) == cap(buf) {
-			if int64(len(buf)) >= size {
-				return buf, false, nil
+			if int64(len(buf)) >= lim {
+				over, whole, err := readPeek(r, peek)
+				return buf, over, whole, err
 			}
-			next := min(2*int64(cap(buf)), size)
-			if size-next < 512 {
-				next = size // no copy of almost all of it for the last byte
+			next := min(2*int64(cap(buf)), lim)
+			if lim-next < 512 {
+				next = lim // no copy of almost all of it for the last few bytes
 			}
 			grown := make([]byte, len(buf), next)
 			copy(grown, buf)
@@ -231,49 +258,269 @@ func readUpTo(r io.Reader, cl, limit int64) (buf []byte, whole bool, err error) 
 		buf = buf[:len(buf)+m]
 		switch {
 		case err == io.EOF:
-			return buf, true, nil
+			return buf, false, true, nil
 		case err != nil:
-			return buf, false, err
+			return buf, false, false, err
+		}
+	}
+}
+
+// readPeek reads one byte of r, which has given the read ahead its limit
+// of bytes, into p: a byte there tells a body of exactly the limit from a
+// longer one. It is a byte of its own, not one more in the buffer, so
+// that the buffer of a 64 KiB limit is 64 KiB, not 64 KiB and a byte,
+// which the allocator rounds up to 72 KiB. over reports that the byte
+// came (its body is served after the buffer, before the rest of r, and an
+// io.EOF with it is left for r to report again); whole, that r ended
+// there.
+func readPeek(r io.Reader, p *[1]byte) (over, whole bool, err error) {
+	for {
+		m, err := r.Read(p[:])
+		switch {
+		case err != nil && err != io.EOF:
+			return false, false, err
+		case m > 0:
+			return true, false, nil
+		case err == io.EOF:
+			return false, true, nil
 		}
 	}
 }
 
 // aheadBody is a response body read ahead: the bytes read, then, for a
-// body larger than the limit, the rest of the original. While Classify
-// runs it is bounded: it reads only the bytes read ahead, up to the limit.
+// body larger than the limit or not whole within the read ahead's window,
+// the rest of the original. While Classify runs it is bounded: it reads
+// only the bytes read ahead, up to the limit.
 type aheadBody struct {
 	buf     []byte
-	shown   int // how many bytes of buf Classify may read
+	shown   int     // how many bytes of buf Classify may read
+	peek    [1]byte // the byte past the limit (readPeek), if peeked
+	peeked  bool    // the body is longer than the limit: peek comes after buf
 	off     int
 	orig    io.ReadCloser // the original body, read on after buf unless whole
 	whole   bool          // buf holds all of orig, which is closed
 	bounded bool          // Classify is reading: stop at shown
 	once    sync.Once     // orig is closed once, by the caller or by the attempt's end
 	err     error         // what closing orig returned
+
+	// tail is the read ahead of a body of unknown length, on a goroutine
+	// of its own (readWindow), that the window ended: its bytes stand in
+	// for buf, and grow until it stops; then orig is read here.
+	tail *window
+}
+
+// window is a body of unknown length read ahead on a goroutine of its own
+// (aheadBody.readOn), shared with the aheadBody that reads it. The
+// goroutine alone writes buf: its bytes past len, then, under mu, its
+// length, or a larger copy of it that replaces it, so that a body holds
+// one buffer, never it and the one it grew from.
+type window struct {
+	mu   sync.Mutex
+	s    windowState   // under mu
+	wake chan struct{} // a Read returned or the goroutine stopped; one wake-up at most waits
+	stop atomic.Bool   // read no more once the Read under way returns
+}
+
+// windowState is what a window holds at one moment.
+type windowState struct {
+	buf      []byte // the bytes read so far
+	err      error  // how the last Read ended (io.EOF included); nil while reading on
+	over     bool   // a byte past the limit came, in peek: the goroutine stopped
+	peek     byte
+	done     bool // the goroutine stopped reading: a byte past the limit, a failed Read, or stopped
+	panicked bool // a Read panicked (p) or called runtime.Goexit (p nil)
+	p        any
+}
+
+func (w *window) state() windowState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.s
+}
+
+func (w *window) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// rethrow ends the caller's goroutine as the Read of s ended the read
+// ahead's: with its panic, or runtime.Goexit.
+func (s windowState) rethrow() {
+	if s.p == nil {
+		runtime.Goexit()
+	}
+	panic(s.p)
+}
+
+// readWindow reads b.orig, a body of unknown length, ahead for at most
+// window, on a goroutine of its own, so that a body that pauses (a stream
+// without a stream's media type, a long poll) is handed over when the
+// window ends, with what came, rather than hold its header. It stops at
+// the body's end, or once limit+1 bytes came, or when ctx ends.
+func (b *aheadBody) readWindow(ctx context.Context, limit int64, window time.Duration) error {
+	size := int(min(limit, math.MaxInt))
+	w := newWindow(size)
+	go b.readOn(w, size)
+	timer := time.NewTimer(window)
+	defer timer.Stop()
+	// settled hands over what w holds once its goroutine stopped.
+	settled := func(s windowState) (bool, error) {
+		switch {
+		case !s.done:
+			return false, nil
+		case s.panicked:
+			b.closeOrig()
+			s.rethrow()
+		case s.err == io.EOF:
+			b.buf, b.shown, b.whole = s.buf, len(s.buf), true
+			b.closeOrig() // read to its end: its connection is free
+		case s.err != nil:
+			b.closeOrig()
+			return true, &responseBodyError{s.err}
+		case s.over: // more than limit bytes
+			b.buf, b.shown, b.peek[0], b.peeked = s.buf, len(s.buf), s.peek, true
+		default: // stopped by the window's end before either: handed over as it is
+			return false, nil
+		}
+		return true, nil
+	}
+	for {
+		select {
+		case <-w.wake:
+			if ok, err := settled(w.state()); ok {
+				return err
+			}
+		case <-timer.C:
+			w.stop.Store(true)
+			s := w.state()
+			if ok, err := settled(s); ok {
+				return err
+			}
+			b.shown, b.tail = len(s.buf), w
+			return nil
+		case <-ctx.Done():
+			w.stop.Store(true)
+			b.closeOrig()
+			return &responseBodyError{context.Cause(ctx)}
+		}
+	}
+}
+
+func newWindow(size int) *window {
+	return &window{s: windowState{buf: make([]byte, 0, min(512, size))}, wake: make(chan struct{}, 1)}
+}
+
+// readOn reads b.orig into w, as readUpTo does, until it has read size
+// bytes and one past them (the peek, as readPeek), a Read fails, w is
+// stopped or b is closed (which ends the Read under way); then it marks w
+// done.
+func (b *aheadBody) readOn(w *window, size int) {
+	returned := false
+	defer func() {
+		var p any
+		if !returned {
+			p = recover()
+		}
+		w.mu.Lock()
+		w.s.done, w.s.panicked, w.s.p = true, !returned, p
+		w.mu.Unlock()
+		w.signal()
+	}()
+	buf := w.s.buf // only this goroutine changes w.s.buf
+	for !w.stop.Load() {
+		if len(buf) >= size {
+			var p [1]byte
+			m, err := b.orig.Read(p[:])
+			w.mu.Lock()
+			if m > 0 && (err == nil || err == io.EOF) {
+				w.s.over, w.s.peek = true, p[0] // an io.EOF with it is left for orig to report again
+			} else {
+				w.s.err = err
+			}
+			w.mu.Unlock()
+			if m > 0 || err != nil {
+				break
+			}
+			continue
+		}
+		if len(buf) == cap(buf) {
+			next := min(2*cap(buf), size)
+			if size-next < 512 {
+				next = size
+			}
+			buf = append(make([]byte, 0, next), buf...)
+			w.mu.Lock()
+			w.s.buf = buf // the buffer it grew from is no longer held
+			w.mu.Unlock()
+		}
+		m, err := b.orig.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		w.mu.Lock()
+		w.s.buf, w.s.err = buf, err
+		w.mu.Unlock()
+		w.signal()
+		if err != nil {
+			break
+		}
+	}
+	returned = true
 }
 
 // errNotReadAhead ends a classifier's read of a body larger than
 // Policy.ReadBodyBytes, at the end of the bytes read ahead.
-var errNotReadAhead = errors.New("httpretry: the rest of the response body is not read before classification: it is larger than Policy.ReadBodyBytes")
+var errNotReadAhead = errors.New("httpretry: the rest of the response body is not read before classification: it is larger than Policy.ReadBodyBytes, a stream, or did not arrive within the read ahead's window")
 
 func (b *aheadBody) Read(p []byte) (int, error) {
-	end := len(b.buf)
-	if b.bounded {
-		end = b.shown
+	for {
+		buf := b.buf
+		var s windowState
+		if b.tail != nil {
+			s = b.tail.state()
+			buf = s.buf
+		}
+		end := len(buf)
+		if b.bounded {
+			end = b.shown
+		}
+		if b.off < end {
+			n := copy(p, buf[b.off:end])
+			b.off += n
+			return n, nil
+		}
+		switch {
+		case b.whole:
+			return 0, io.EOF
+		case b.bounded:
+			return 0, errNotReadAhead
+		case b.peeked:
+			if len(p) == 0 {
+				return 0, nil
+			}
+			p[0], b.peeked = b.peek[0], false
+			b.buf, b.off = nil, 0 // the prefix is read: hold it no longer
+			return 1, nil
+		case b.tail != nil:
+			switch {
+			case s.panicked:
+				b.tail = nil
+				s.rethrow()
+			case s.over:
+				b.tail = nil
+				b.peek[0], b.peeked = s.peek, true
+			case s.err != nil:
+				return 0, s.err // io.EOF included: it stays the body's end
+			case s.done:
+				b.tail = nil // the goroutine stopped: orig is read here from now on
+			default:
+				<-b.tail.wake
+			}
+			continue
+		}
+		b.buf, b.off = nil, 0 // the prefix is read: hold it no longer
+		return b.orig.Read(p)
 	}
-	if b.off < end {
-		n := copy(p, b.buf[b.off:end])
-		b.off += n
-		return n, nil
-	}
-	switch {
-	case b.whole:
-		return 0, io.EOF
-	case b.bounded:
-		return 0, errNotReadAhead
-	}
-	b.buf, b.off = nil, 0 // the prefix is read: hold it no longer
-	return b.orig.Read(p)
 }
 
 // Close closes the original body, if it was not read to its end.
@@ -285,7 +532,9 @@ func (b *aheadBody) Close() error {
 }
 
 func (b *aheadBody) closeOrig() error {
-	b.once.Do(func() { b.err = b.orig.Close() })
+	b.once.Do(func() {
+		b.err = b.orig.Close()
+	})
 	return b.err
 }
 
@@ -613,9 +862,7 @@ func (b *resumeBody) send(ctx context.Context, a *attempt) (body io.ReadCloser, 
 			a.abort() // OnAttempt or the Logger panicked: the answer is given up
 		}
 	}()
-	c.resuming = true
-	berr := c.begin(ctx, a, nil, false, true, nil)
-	c.resuming = false
+	berr := c.begin(ctx, a, c.planAttempt(resumeAttempt, false), nil, nil)
 	if berr != nil {
 		c.unreserve()
 		r := berr.(*refusal)
@@ -624,15 +871,13 @@ func (b *resumeBody) send(ctx context.Context, a *attempt) (body io.ReadCloser, 
 		}
 		return nil, &ResumeError{Offset: b.off, Reason: "the resume was refused", Cause: r.err}, false
 	}
-	a.Resume = true
 	h := a.Request.Header
 	h.Set("Range", "bytes="+strconv.FormatInt(b.off, 10)+"-")
 	h.Set("If-Range", cmp.Or(b.etag, b.lastModified))
 	if h.Get("Accept-Encoding") == "" {
 		h.Set("Accept-Encoding", "identity") // net/http would ask for gzip and decode it
 	}
-	resp, rterr := c.t.base.RoundTrip(a.Request)
-	fired := a.timer != nil && !a.timer.Stop()
+	resp, rterr, fired := a.send(c.t)
 	c.settle(ctx, a, resp, rterr, fired)
 	reason := ""
 	if a.Response != nil {
@@ -811,6 +1056,6 @@ func (c *callState) useState() {
 	c.state = c.t.states.Use(c.h)
 	if c.state == nil {
 		p := c.statePolicy()
-		c.state = c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return p.newState(c.h.String()) })
+		c.state = c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return p.newState(c.t, c.h.String()) })
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -820,4 +821,57 @@ func FuzzReadBody(f *testing.F) {
 		require.NoError(t, resp.Body.Close())
 		assert.Equal(t, 1, body.Closes())
 	})
+}
+
+// TestReadAheadByteAfterTheLimit: the read ahead tells a body of exactly
+// the limit from a longer one by one byte read on its own, past a buffer
+// of the limit (so a 64 KiB limit holds 64 KiB, not the 72 KiB the
+// allocator rounds 64 KiB and a byte up to). That byte reaches the
+// caller in its place, also when it comes with io.EOF, whether the length
+// is known or not; the classifier sees the limit and no more, and no end.
+func TestReadAheadByteAfterTheLimit(t *testing.T) {
+	const limit = 1000
+	for _, tc := range []struct {
+		name string
+		size int
+		cl   bool
+	}{
+		{"unknown length, a byte more, with io.EOF", limit + 1, false},
+		{"unknown length, many bytes more", 3*limit + 7, false},
+		{"unknown length, exactly the limit", limit, false},
+		{"known length, exactly the limit", limit, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			payload := ixPayload(tc.size)
+			cl := int64(-1)
+			if tc.cl {
+				cl = int64(tc.size)
+			}
+			base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+				// DataErrReader returns the last bytes with io.EOF
+				body := io.NopCloser(iotest.DataErrReader(bytes.NewReader(payload)))
+				return &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: cl, Body: body, Request: req}, nil
+			})
+			var seen []byte
+			var seenErr error
+			tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{ReadBodyBytes: limit,
+				Classify: func(_ *http.Request, resp *http.Response, _ error) httpretry.Class {
+					seen, seenErr = io.ReadAll(resp.Body)
+					return httpretry.ClassDefault
+				}}}
+			resp, err := tr.RoundTrip(get(t, context.Background()))
+			require.NoError(t, err)
+			if tc.size > limit {
+				assert.Equal(t, payload[:limit], seen, "the classifier sees the limit")
+				assert.Error(t, seenErr, "and is told the rest was not read ahead")
+			} else {
+				assert.Equal(t, payload, seen, "a body of the limit is seen whole")
+				assert.NoError(t, seenErr)
+			}
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, payload, got, "the caller reads the body byte for byte")
+			require.NoError(t, resp.Body.Close())
+		})
+	}
 }

@@ -63,7 +63,7 @@ func (c *callState) startHedging() {
 // timeout or the caller's context, a censored one. A transient failure says
 // nothing about how long an answer takes.
 func (c *callState) learnFrom(ctx context.Context, a *attempt) {
-	if c.learn == nil || a.N != 1 || a.ep != 0 {
+	if c.learn == nil || a.N != 1 || a.plan.ep != 0 {
 		return // the estimator is the request's host's
 	}
 	switch {
@@ -77,7 +77,7 @@ func (c *callState) learnFrom(ctx context.Context, a *attempt) {
 // censor feeds the host's estimator with attempt a, cut short unanswered,
 // when a is the call's first attempt and the call learns.
 func (c *callState) censor(a *attempt) {
-	if c.learn != nil && a.N == 1 && a.ep == 0 {
+	if c.learn != nil && a.N == 1 && a.plan.ep == 0 {
 		now := time.Now()
 		c.learn.RecordCensored(now.Sub(a.start), now)
 	}
@@ -99,7 +99,7 @@ type result struct {
 // round is a hedged round in flight: its attempts run Base on goroutines
 // of their own and report here.
 type round struct {
-	base     http.RoundTripper
+	t        *Transport
 	results  chan result
 	inflight []*attempt // launched, not yet answered
 }
@@ -109,7 +109,7 @@ type round struct {
 // to be raised again on the caller's goroutine.
 func (r *round) launch(a *attempt) {
 	r.inflight = append(r.inflight, a)
-	base, results := r.base, r.results
+	t, results := r.t, r.results
 	go func() {
 		returned := false
 		defer func() {
@@ -117,9 +117,9 @@ func (r *round) launch(a *attempt) {
 				results <- result{a: a, panicked: true, p: recover()}
 			}
 		}()
-		resp, err := base.RoundTrip(a.Request)
+		resp, err, fired := a.send(t)
 		returned = true
-		results <- result{a, resp, err, a.timer != nil && !a.timer.Stop(), false, nil}
+		results <- result{a, resp, err, fired, false, nil}
 	}()
 }
 
@@ -156,10 +156,10 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 	limit := c.sent + 1 + min(c.p.maxHedges, c.p.maxAttempts-c.sent-1)
 	// Every attempt launched is received, here or by reap, so the buffer
 	// only spares senders a wait: it is bounded, not sized by MaxAttempts.
-	r := &round{base: c.sender(), results: make(chan result, min(limit-c.sent, maxBufferedResults))}
+	r := &round{t: c.t, results: make(chan result, min(limit-c.sent, maxBufferedResults))}
 	defer r.abandon(c)
 	first := new(attempt) // shared with the goroutine that sends it
-	if err := c.beginHedged(ctx, r, first, rc, false); err != nil {
+	if err := c.beginHedged(ctx, r, first, rc, c.planAttempt(c.nextKind(), true)); err != nil {
 		return nil, err
 	}
 	timer := time.NewTimer(c.delay)
@@ -231,7 +231,7 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 					continue
 				}
 			}
-			if err := c.beginHedged(ctx, r, new(attempt), body, true); err != nil {
+			if err := c.beginHedged(ctx, r, new(attempt), body, c.planAttempt(hedgeAttempt, true)); err != nil {
 				hb.Refund()
 				continue // the breaker or an overload control refused the hedge; the round goes on without it
 			}
@@ -250,16 +250,16 @@ func (c *callState) sendHedged(ctx context.Context, rc io.ReadCloser) (*attempt,
 }
 
 // beginHedged runs the pipeline's admission for a, an attempt of round r
-// with body rc, and launches it. On a refusal a is released and the
-// *refusal returned.
-func (c *callState) beginHedged(ctx context.Context, r *round, a *attempt, rc io.ReadCloser, hedge bool) (err error) {
+// planned by pl with body rc, and launches it. On a refusal a is released
+// and the *refusal returned.
+func (c *callState) beginHedged(ctx context.Context, r *round, a *attempt, rc io.ReadCloser, pl plan) (err error) {
 	launched := false
 	defer func() {
 		if !launched {
 			a.release()
 		}
 	}()
-	if err := c.begin(ctx, a, rc, hedge, true, r.inflight); err != nil {
+	if err := c.begin(ctx, a, pl, rc, r.inflight); err != nil {
 		return err
 	}
 	r.launch(a)
@@ -272,7 +272,7 @@ func (c *callState) beginHedged(ctx context.Context, r *round, a *attempt, rc io
 func (c *callState) settleHedged(ctx context.Context, a *attempt, res result) {
 	defer a.release()
 	if c.moving() {
-		c.moveTo(a.ep) // its outcome is its endpoint's
+		c.moveTo(a.plan.ep) // its outcome is its endpoint's
 	}
 	c.settle(ctx, a, res.resp, res.err, res.fired)
 }

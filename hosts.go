@@ -3,20 +3,18 @@ package httpretry
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"maps"
 	"net"
 	"net/url"
 	pathpkg "path"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/seedhq/httpretry/internal/breaker"
 	"github.com/seedhq/httpretry/internal/budget"
+	"github.com/seedhq/httpretry/internal/hostkey"
 	"github.com/seedhq/httpretry/internal/hoststate"
 	"github.com/seedhq/httpretry/internal/limiter"
-	"github.com/seedhq/httpretry/internal/pacer"
 	"github.com/seedhq/httpretry/internal/throttle"
 )
 
@@ -27,23 +25,12 @@ import (
 // "pay.example.com" everywhere.
 type hostPort struct{ host, port string }
 
-// hostOf returns u's hostPort. It does not allocate unless the host has
-// upper-case letters.
+// hostOf returns u's hostPort (see package hostkey, the rule that chaos's
+// Rule.Host shares). It does not allocate unless the host has upper-case
+// letters.
 func hostOf(u *url.URL) hostPort {
-	port := u.Port()
-	if port == "" {
-		port = defaultPort(u.Scheme)
-	}
-	return hostPort{normalHost(u.Hostname()), port}
-}
-
-// normalHost is the one normalisation of a host name: lower case, and one
-// trailing dot (a fully qualified name, which resolves the same) dropped.
-func normalHost(h string) string {
-	if len(h) > 1 && h[len(h)-1] == '.' {
-		h = h[:len(h)-1]
-	}
-	return strings.ToLower(h)
+	host, port := hostkey.Of(u)
+	return hostPort{host, port}
 }
 
 // normalPath is the one normalisation of a request path for matching
@@ -71,16 +58,6 @@ func (h hostPort) String() string {
 		return h.host
 	}
 	return net.JoinHostPort(h.host, h.port)
-}
-
-func defaultPort(scheme string) string {
-	switch strings.ToLower(scheme) {
-	case "https":
-		return "443"
-	case "http":
-		return "80"
-	}
-	return ""
 }
 
 // hostTable selects the policy for a request. A request's host picks a
@@ -125,6 +102,9 @@ func compileHosts(def Policy, hosts map[string]Policy) *hostTable {
 	if err := def.checkMerged(policyPath()); err != nil {
 		errs = append(errs, err)
 	}
+	if len(def.Endpoints) > 0 {
+		errs = append(errs, errEndpointsScope(policyPath(), "this policy applies to every host without an entry of its own"))
+	}
 	t.fallback = compile(def)
 	parents := []*policy{t.fallback}
 
@@ -143,6 +123,9 @@ func compileHosts(def Policy, hosts map[string]Policy) *hostTable {
 			continue
 		}
 		fieldErrs := raw.check(where)
+		if pat.suffix != "" && len(raw.Endpoints) > 0 {
+			fieldErrs = append(fieldErrs, errEndpointsScope(where, "a wildcard key covers every host under it"))
+		}
 		if prefix != "" {
 			for _, name := range raw.perHostSet() {
 				fieldErrs = append(fieldErrs, invalidf(under(where, name), "is per host: set it on the key without the path"))
@@ -190,6 +173,14 @@ func compileHosts(def Policy, hosts map[string]Policy) *hostTable {
 	return t
 }
 
+// errEndpointsScope is the error of Endpoints set at path, where they would
+// move the requests of hosts that did not name them (why says which): a
+// third party's request, its credentials and body, would go to the
+// program's own endpoints.
+func errEndpointsScope(path []string, why string) *PolicyError {
+	return invalidf(under(path, "Endpoints"), "%s, third parties included, whose requests would move with their credentials: endpoints belong to the exact host key they fail over for, such as %q", why, "api.example.com")
+}
+
 // pattern returns the pattern for host and port, creating it.
 func (t *hostTable) pattern(host, port string) *pattern {
 	if suffix, ok := strings.CutPrefix(host, "*"); ok {
@@ -221,7 +212,7 @@ func (t *hostTable) patternOf(key string) (*pattern, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	host, port, err := splitPattern(hostPart)
+	host, port, err := hostkey.Split(hostPart)
 	if err != nil {
 		return nil, "", err
 	}
@@ -239,25 +230,20 @@ func (t *hostTable) allPatterns() []*pattern {
 	return append(all, t.wild...)
 }
 
-// errStarKey is the error of the key "*", which names Transport.Policy.
-var errStarKey = errors.New(`"*" matches every host`)
-
 // keyError is the PolicyError of the Hosts key at path, which patternOf
 // refused with err.
 func keyError(path []string, err error) *PolicyError {
-	if err == errStarKey {
+	if err == hostkey.ErrStar {
 		return invalidf(path, "%v: set %s instead", err, settingRef(policyPath()))
 	}
 	return invalidf(path, "%v", err)
 }
 
-var errNotURL = errors.New(`a key is "host", "host:port" or "*.suffix", optionally followed by a path prefix such as "/v1/search", not a URL`)
-
 // splitKey splits a Hosts key into its host pattern and its path prefix
 // ("" for none), checking the prefix.
 func splitKey(key string) (host, prefix string, err error) {
 	if strings.Contains(key, "://") {
-		return "", "", errNotURL
+		return "", "", hostkey.ErrNotURL
 	}
 	host, prefix, found := strings.Cut(key, "/")
 	if !found {
@@ -275,47 +261,6 @@ func splitKey(key string) (host, prefix string, err error) {
 		return "", "", errors.New(`a path prefix of "/" matches every path: use the host alone`)
 	}
 	return host, prefix, nil
-}
-
-// splitPattern validates a host pattern and returns its lower-case host
-// (with a leading "*" for a wildcard, IPv6 without brackets) and port.
-func splitPattern(key string) (host, port string, err error) {
-	if key == "" {
-		return "", "", errors.New("empty host pattern")
-	}
-	if strings.ContainsAny(key, "?#@ \t") {
-		return "", "", errNotURL
-	}
-	host = strings.ToLower(key)
-	if strings.HasPrefix(host, "[") || strings.Count(host, ":") == 1 {
-		h, p, err := net.SplitHostPort(host)
-		if err != nil {
-			return "", "", err
-		}
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 || p != strconv.Itoa(n) {
-			return "", "", fmt.Errorf("bad port %q", p)
-		}
-		host, port = h, p
-	}
-	host = normalHost(host)
-	name := strings.TrimPrefix(host, "*.")
-	switch {
-	case host == "*":
-		return "", "", errStarKey
-	case strings.Contains(name, "*"):
-		return "", "", errors.New(`a wildcard must be a leading "*." followed by a domain`)
-	case name == "" || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, ".."):
-		return "", "", fmt.Errorf("bad host name %q", name)
-	}
-	if strings.HasPrefix(host, "*.") {
-		host = "*." + name
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_' || r == ':') {
-			return "", "", fmt.Errorf("bad character %q in host name", r)
-		}
-	}
-	return host, port, nil
 }
 
 // lookup returns the policy for a request to h with URL path p. Its
@@ -369,7 +314,7 @@ func (t *hostTable) lookup(h hostPort, p string) *policy {
 // none for NoBudget or a nil one), its breaker and overload controls, and,
 // when p hedges, its hedge budget, so that hedging keeps state even
 // without a budget.
-func (p *policy) newState(host string) *hoststate.State {
+func (p *policy) newState(t *Transport, host string) *hoststate.State {
 	s := &hoststate.State{Key: host}
 	if p.newBudget == nil {
 		s.Budget = defaultBudget()
@@ -392,8 +337,8 @@ func (p *policy) newState(host string) *hoststate.State {
 		if o.Limit {
 			s.Limiter = limiter.New(limiter.Config{Max: o.LimitMax, Min: o.LimitMin, Queue: o.LimitQueue})
 		}
-		if o.Pace {
-			s.Pacer = pacer.New()
+		if o.Pace || o.Quota.Limit > 0 {
+			s.Pacer = t.pacerFor(&o.Quota)
 		}
 	}
 	if p.hedge {
@@ -444,7 +389,7 @@ func newEndpointSpec(host, port string) endpointSpec {
 
 // key returns the spec's hostPort and its "host:port" under scheme.
 func (spec *endpointSpec) key(scheme string) (hostPort, string) {
-	h := hostPort{spec.host, cmp.Or(spec.port, defaultPort(scheme))}
+	h := hostPort{spec.host, cmp.Or(spec.port, hostkey.DefaultPort(scheme))}
 	switch h.port {
 	case "443":
 		return h, spec.keyHTTPS

@@ -36,7 +36,7 @@ type admission struct {
 func (c *callState) admitWaiting(ctx context.Context, a *attempt, s *hoststate.State) error {
 	a.adm.s = s
 	if s.Pacer != nil {
-		probe, err := c.pace(ctx, a.Hedge, s)
+		probe, err := c.pace(ctx, a, s)
 		if err != nil {
 			return err
 		}
@@ -71,8 +71,11 @@ func (c *callState) admitWaiting(ctx context.Context, a *attempt, s *hoststate.S
 // jittered upward, up to 10 %, as a Retry-After wait is. It reports
 // whether the attempt is the pause's probe; on success the attempt is
 // counted among the pacer's in flight.
-func (c *callState) pace(ctx context.Context, hedge bool, s *hoststate.State) (probe bool, err error) {
-	p := s.Pacer
+func (c *callState) pace(ctx context.Context, a *attempt, s *hoststate.State) (probe bool, err error) {
+	p, hedge := s.Pacer, a.Hedge
+	if !a.cooling.IsZero() {
+		p.Hold(time.Now(), a.cooling) // the fleet's cool-down holds this process too
+	}
 	for {
 		now := time.Now()
 		limit := c.p.maxRetryAfter
@@ -82,12 +85,49 @@ func (c *callState) pace(ctx context.Context, hedge bool, s *hoststate.State) (p
 		if dl, ok := ctx.Deadline(); ok {
 			limit = min(limit, dl.Sub(now)-1) // backoff.Fits: the wait must end before the deadline
 		}
-		wait, ok, probe := p.Admit(now, max(limit, 0))
+		wait, ok, probe, ticket := p.Admit(now, max(limit, 0), turnLimit(ctx, now, limit))
 		switch {
-		case wait == 0:
-			return probe, nil
 		case !ok:
 			return false, &refusal{StopRateLimited, fmt.Errorf("%w (%s): it resets in %v", ErrRateLimited, s.Key, wait.Round(time.Millisecond))}
+		case wait == 0 || ticket:
+			// Admitted, at once or at its turn at the host's rate (the
+			// wait is its place in the schedule, not jittered), and at its
+			// turn at the fleet's quota; it goes once the wait is over.
+			if fw, ok := c.fleetTurn(a, now, turnLimit(ctx, now, limit)); ok {
+				if fw > turnLimit(ctx, now, limit) {
+					if ticket {
+						p.Refund(now) // the turn at the local rate goes to the next attempt
+					}
+					p.Done()
+					return false, &refusal{StopRateLimited, fmt.Errorf("%w (%s): the fleet's quota gives a turn in %v", ErrRateLimited, s.Key, fw.Round(time.Millisecond))}
+				}
+				wait = max(wait, fw)
+			}
+			if wait == 0 {
+				return probe, nil
+			}
+			if err := backoff.Wait(ctx, wait); err != nil {
+				p.Done()
+				if errors.Is(err, backoff.ErrDeadline) {
+					return false, &refusal{StopDeadline, err}
+				}
+				return false, &refusal{StopContext, err}
+			}
+			// A cool-down the fleet began while the attempt waited for its
+			// turn holds it too: the turn is given up, and it waits for the
+			// cool-down (or is refused) as a new attempt would.
+			if c.fleetPacing() {
+				if a.fleetKey == "" {
+					a.fleetKey = c.fleetKey()
+				}
+				now := time.Now()
+				if cooling, _ := c.t.Fleet.Held(a.fleetKey, now); cooling.After(now) {
+					p.Done()
+					p.Hold(now, cooling)
+					continue
+				}
+			}
+			return probe, nil
 		}
 		wait = max(wait, min(addJitter(wait), limit))
 		if err := backoff.Wait(ctx, wait); err != nil {
@@ -98,6 +138,43 @@ func (c *callState) pace(ctx context.Context, hedge bool, s *hoststate.State) (p
 		}
 	}
 }
+
+// fleetTurn takes attempt a's turn, at now and at most within away, at
+// the quota its policy declares, when the fleet shares it: how long to
+// wait for it (past within: none was taken), ok false when the fleet does
+// not share it now.
+func (c *callState) fleetTurn(a *attempt, now time.Time, within time.Duration) (time.Duration, bool) {
+	o := c.statePolicy().overload
+	if c.t.Fleet == nil || o == nil || o.Quota.Limit <= 0 {
+		return 0, false
+	}
+	if a.fleetKey == "" {
+		a.fleetKey = c.fleetKey()
+	}
+	return c.t.Fleet.Take(a.fleetKey, o.Quota, now, within)
+}
+
+// turnLimit is the longest an attempt paced at the host's rate waits for
+// its turn, at now, within limit: long enough before the context's
+// deadline that the attempt can still be answered, a tenth of the time
+// left and at least 100 ms, and at most maxTurn. A turn that would come later is refused at
+// once: taken, it would be lost to the deadline, and the host's rate with
+// it.
+func turnLimit(ctx context.Context, now time.Time, limit time.Duration) time.Duration {
+	limit = min(limit, maxTurn)
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return max(limit, 0)
+	}
+	left := dl.Sub(now)
+	return max(min(limit, left-max(left/10, 100*time.Millisecond)), 0)
+}
+
+// maxTurn bounds the wait for a turn at the host's rate: a queue of turns
+// further ahead would hold back what a change of the rate does by as long
+// (the rate rose past what the host takes before a throttle could say so),
+// and a caller that wants more than the rate gives is better told at once.
+const maxTurn = time.Second
 
 // addJitter returns d lengthened at random by up to 10 %, saturating
 // rather than overflowing.
@@ -126,10 +203,13 @@ func (ad *admission) sent(ctx context.Context, now time.Time, timeout time.Durat
 // done tells the controls that admitted the attempt how it ended, at now
 // with signal sig and response resp (nil if none), read as hints say, and
 // gives back what it held. Later calls do nothing.
-func (ad *admission) done(now time.Time, sig signal.Signal, resp *http.Response, hints *pacer.Hints) {
+//
+// It returns the end of the cool-down the response started at the pacer,
+// zero if none.
+func (ad *admission) done(now time.Time, sig signal.Signal, resp *http.Response, hints *pacer.Hints) (spent time.Time) {
 	s := ad.s
 	if s == nil {
-		return
+		return time.Time{}
 	}
 	ad.s = nil
 	if ad.throttled {
@@ -140,8 +220,9 @@ func (ad *admission) done(now time.Time, sig signal.Signal, resp *http.Response,
 	}
 	if ad.paced {
 		if hints != nil {
-			s.Pacer.Observe(now, resp, hints, ad.probe)
+			spent = s.Pacer.Observe(now, resp, hints, ad.probe)
 		}
 		s.Pacer.Done()
 	}
+	return spent
 }

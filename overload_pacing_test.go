@@ -199,3 +199,115 @@ func TestPacingProbesAnAbsurdReset(t *testing.T) {
 		assert.Len(t, up.Requests(), 3)
 	})
 }
+
+// bucket is an API whose account has a token-bucket quota: rate a second,
+// burst at once, 429 with Retry-After: 1 past it (the shortest wait
+// delay-seconds can say, while the next token is 1/rate away).
+type bucket struct {
+	mu       sync.Mutex
+	rate     float64
+	burst    float64
+	tokens   float64
+	at       time.Time
+	ok, over int
+}
+
+func (b *bucket) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if b.at.IsZero() {
+		b.tokens = b.burst
+	}
+	b.tokens = min(b.burst, b.tokens+now.Sub(b.at).Seconds()*b.rate)
+	b.at = now
+	if b.tokens < 1 {
+		b.over++
+		return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"1"}}, Body: http.NoBody, Request: req}, nil
+	}
+	b.tokens--
+	b.ok++
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// load sends rate calls a second through rt for d, each bounded by 5 s,
+// and waits for them.
+func load(t *testing.T, rt http.RoundTripper, url string, rate float64, d time.Duration) {
+	var wg sync.WaitGroup
+	for at := time.Duration(0); at < d; at += time.Duration(float64(time.Second) / rate) {
+		time.Sleep(time.Duration(float64(time.Second) / rate))
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if resp, err := rt.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Pacing over a token-bucket quota delivers the quota. A caller wanting
+// 150 calls a second against 100 gets about 100, with few 429s; with the
+// quota declared, none. (Each 429's Retry-After: 1 held every call for a
+// second and released them together, to take the burst and earn another
+// second: about 10 a second.)
+func TestPacingOverATokenBucketDeliversTheQuota(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		o      httpretry.OverloadPolicy
+		max429 float64
+	}{
+		{"learnt", httpretry.OverloadPolicy{Pace: true}, 0.05},
+		{"declared", httpretry.OverloadPolicy{Quota: httpretry.Quota{Limit: 100, Burst: 10}}, 0.01},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				up := &bucket{rate: 100, burst: 10}
+				tr := &httpretry.Transport{Base: up, Policy: httpretry.Policy{Overload: tc.o}}
+				load(t, tr, "https://api.test/", 150, 20*time.Second)
+				assert.GreaterOrEqual(t, up.ok, 1900, "the host accepted %d in 20 s: want at least 95 a second", up.ok)
+				assert.LessOrEqual(t, float64(up.over), tc.max429*float64(up.ok+up.over), "%d 429s of %d", up.over, up.ok+up.over)
+				require.Len(t, tr.Stats(), 1)
+				assert.Positive(t, tr.Stats()[0].Pacing.Rate, "Stats shows the rate")
+			})
+		})
+	}
+}
+
+// Hosts whose quotas name the same Key share one: two host names of one
+// account together get the account's rate.
+func TestQuotaKeySharesTheRate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		up := &bucket{rate: 50, burst: 5}
+		q := httpretry.OverloadPolicy{Quota: httpretry.Quota{Limit: 50, Burst: 5, Key: "acct_1"}}
+		tr := &httpretry.Transport{Base: up, Hosts: map[string]httpretry.Policy{
+			"api.test": {Overload: q}, "files.test": {Overload: q}}}
+		var wg sync.WaitGroup
+		wg.Go(func() { load(t, tr, "https://api.test/", 40, 5*time.Second) })
+		wg.Go(func() { load(t, tr, "https://files.test/", 40, 5*time.Second) })
+		wg.Wait()
+		assert.Zero(t, up.over, "the account's quota was passed: %d 429s", up.over)
+		assert.GreaterOrEqual(t, up.ok, 240)
+	})
+}
+
+func TestQuotaValidate(t *testing.T) {
+	t.Parallel()
+	tr := &httpretry.Transport{Policy: httpretry.Policy{Overload: httpretry.OverloadPolicy{
+		Quota: httpretry.Quota{Limit: 10, Burst: 11, Per: -time.Second}}},
+		Hosts: map[string]httpretry.Policy{"a.test": {Overload: httpretry.OverloadPolicy{Quota: httpretry.Quota{Burst: 3, Key: "x\n"}}}}}
+	err := tr.Validate()
+	require.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
+	for _, want := range []string{
+		"Policy.Overload.Quota.Burst: 11 is above Limit (10)",
+		"Policy.Overload.Quota.Per: -1s is negative",
+		`Hosts["a.test"].Overload.Quota.Limit: is 0`,
+		`Hosts["a.test"].Overload.Quota.Key: "x\n" has control characters`,
+	} {
+		assert.ErrorContains(t, err, want)
+	}
+}

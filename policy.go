@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seedhq/httpretry/internal/hostkey"
 	"github.com/seedhq/httpretry/internal/pacer"
 
 	"github.com/seedhq/httpretry/backoff"
@@ -68,7 +69,12 @@ type Policy struct {
 	// gets the whole body, unread, from memory. A larger body (a
 	// Content-Length above the limit, or more bytes arriving) is returned
 	// as a stream, as without it, with the bytes already read in front of
-	// the rest; an attempt holds at most ReadBodyBytes+1 bytes. 0 means no
+	// the rest; an attempt holds at most ReadBodyBytes+1 bytes. A response
+	// that is a stream by its media type (text/event-stream, NDJSON, a
+	// Kubernetes watch, ...) is not read ahead, and a body of unknown
+	// length is read for at most 250 ms, so that a stream's header reaches
+	// the caller at once; what has not come by then streams, as the rest
+	// of a larger body does (see docs/policy.md). 0 means no
 	// body is read before RoundTrip returns (or the inherited limit, in
 	// Hosts and WithPolicy); a negative value means none is, overriding an
 	// inherited limit.
@@ -171,10 +177,17 @@ type Policy struct {
 	// Idempotency-Key. A request that may not be sent twice (an unkeyed
 	// POST, a body that cannot be replayed) never moves. Each endpoint
 	// has its own per-host state, made by the Hosts entry of the
-	// endpoint's host if there is one, else by the request's policy. Nil
-	// means no failover: every attempt goes to the request's own host (or
-	// the inherited list, in Hosts and WithPolicy); an empty non-nil list
-	// means none, overriding an inherited one. See docs/policy.md.
+	// endpoint's host if there is one, else by the request's policy.
+	//
+	// Endpoints belong to the exact host key they fail over for (a
+	// "host" or "host:port" key of Transport.Hosts) and its path keys:
+	// on Transport.Policy or a wildcard key they would move the requests
+	// of other hosts, third parties' included, with their credentials,
+	// and Validate refuses them there. WithPolicy may keep, drop or
+	// reorder the endpoints of its request's host, not add one. Nil means
+	// no failover (or, on a path key and in WithPolicy, the host key's
+	// list); an empty non-nil list means none, overriding it. See
+	// docs/policy.md.
 	Endpoints []string
 }
 
@@ -398,7 +411,7 @@ func compile(p Policy) *policy {
 		}
 	}
 	for _, e := range p.Endpoints {
-		if host, port, err := splitPattern(e); err == nil {
+		if host, port, err := hostkey.Split(e); err == nil {
 			c.endpoints = append(c.endpoints, newEndpointSpec(host, port))
 		}
 	}
@@ -669,9 +682,12 @@ type OverloadPolicy struct {
 	// sent only while the announced quota has requests left; the others
 	// wait for the reset, within MaxRetryAfter and the caller's deadline,
 	// jittered up to 10 % later, or fail with ErrRateLimited when it is
-	// further away. It suits an API with one quota per client, as GitHub's
-	// and Stripe's are; a host that keeps a quota per endpoint would have
-	// every endpoint wait for one's reset. false means off.
+	// further away. A reset at most a second away while the host accepts
+	// requests (a token bucket's Retry-After: 1) holds nothing: the host's
+	// throttles set a rate instead, which attempts then keep to (see
+	// docs/overload.md). It suits an API with one quota per client, as
+	// GitHub's and Stripe's are; a host that keeps a quota per endpoint
+	// would have every endpoint wait for one's reset. false means off.
 	Pace bool
 
 	// PaceFailFast refuses an attempt with ErrRateLimited at once while the
@@ -679,9 +695,50 @@ type OverloadPolicy struct {
 	// go-github does). false means wait.
 	PaceFailFast bool
 
+	// Quota declares the host's rate limit, as the API documents it (say
+	// Stripe's 100 requests a second per account): attempts are sent at
+	// that rate at most, and pacing is on (see Pace), tightened by what the
+	// host announces. With Transport.Fleet, the quota is the fleet's, shared
+	// by every process. The zero value declares none.
+	Quota Quota
+
 	// Disabled turns every control off, even where the policy would
 	// inherit them.
 	Disabled bool
+}
+
+// Quota is a rate limit a policy declares (OverloadPolicy.Quota): Limit
+// requests per Per, Burst of them at once. The Transport paces attempts
+// by it with GCRA (the generic cell rate algorithm: a token bucket that
+// keeps one timestamp), so that a host that enforces the same limit sees
+// no attempt over it. The zero value declares none.
+type Quota struct {
+	// Limit is how many requests are allowed per Per. 0 means no quota;
+	// negative is invalid.
+	Limit int
+
+	// Per is the period Limit is counted over: a second, a minute, an
+	// hour. 0 means a second; negative is invalid.
+	Per time.Duration
+
+	// Burst is how many requests may go at once, beyond the steady rate.
+	// 0 means 1: attempts are spaced evenly. Negative, or above Limit, is
+	// invalid.
+	Burst int
+
+	// Key names the quota when several hosts share it, as one account's
+	// quota covers an API's several host names: every host whose policy
+	// declares a quota with the same Key shares one rate, one cool-down,
+	// and, with Transport.Fleet, one in the fleet. "" means the host's own.
+	Key string
+}
+
+// rate is the quota's rate per second, 0 for none.
+func (q *Quota) rate() float64 {
+	if q.Limit <= 0 {
+		return 0
+	}
+	return float64(q.Limit) / cmp.Or(q.Per, time.Second).Seconds()
 }
 
 // Defaults of OverloadPolicy.
@@ -693,7 +750,7 @@ const (
 
 // on reports whether any control is on.
 func (o *OverloadPolicy) on() bool {
-	return !o.Disabled && (o.Throttle || o.Limit || o.Pace)
+	return !o.Disabled && (o.Throttle || o.Limit || o.Pace || o.Quota.Limit > 0)
 }
 
 // HintPolicy configures the server hints a Transport reads from responses,
@@ -795,6 +852,7 @@ func (p *policy) override(fs overrides) (*policy, error) {
 		return nil, invalidf([]string{"WithPolicy", field}, "is per host and cannot be changed per request")
 	}
 	errs := edited.check([]string{"WithPolicy"})
+	errs = append(errs, edited.checkEndpointsWithin(base.Endpoints)...)
 	if err := edited.checkMerged([]string{"WithPolicy"}); err != nil {
 		errs = append(errs, err)
 	}

@@ -84,6 +84,7 @@ type PacingStats struct {
 	Remaining int64     // requests the host said were left before Until; -1 when none is in force
 	InFlight  int64     // attempts admitted and not yet answered
 	Refusals  int64     // attempts refused since the host got state: the reset was too far away or the policy fails fast
+	Rate      float64   // the rate attempts are sent at, per second: learnt from the host's throttles or declared (OverloadPolicy.Quota); 0 when pacing does not limit the rate
 }
 
 // BreakerState is the state of a circuit breaker.
@@ -319,7 +320,7 @@ func snapshot(s *hoststate.State, sec *sections, now time.Time) HostStats {
 	if s.Pacer != nil {
 		p := s.Pacer.Snapshot(now)
 		st.Pacing = &sec.pacing
-		*st.Pacing = PacingStats{Until: p.Reset, Remaining: p.Remaining, InFlight: p.InFlight, Refusals: int64(p.Refused)}
+		*st.Pacing = PacingStats{Until: p.Reset, Remaining: p.Remaining, InFlight: p.InFlight, Refusals: int64(p.Refused), Rate: p.Rate}
 	}
 	return st
 }

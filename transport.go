@@ -11,12 +11,14 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seedhq/httpretry/internal/addrs"
 	"github.com/seedhq/httpretry/internal/freshconn"
 	"github.com/seedhq/httpretry/internal/hoststate"
 	"github.com/seedhq/httpretry/internal/latency"
+	"github.com/seedhq/httpretry/internal/pacer"
 	"github.com/seedhq/httpretry/internal/replay"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -44,15 +46,19 @@ type Transport struct {
 	// sent on a connection of its own (Transport.NewClientConn), closed
 	// when its response body is closed, so that it does not go back to
 	// the connection that failed. Any other Base, one that wraps an
-	// *http.Transport included, sends every attempt through its own pool.
+	// *http.Transport included, sends every attempt through its own pool,
+	// and so does one whose HTTP/2 cannot make a connection of its own
+	// (golang.org/x/net's ConfigureTransports before x/net v0.48), which
+	// the Transport finds out at the first such retry, and logs once.
 	//
 	// With the default Base (nil), a retry after a failure that names its
 	// connection's address (a reset, a refused dial, a read timeout) is
 	// also sent on a connection of its own, dialled to another of the host
 	// name's addresses when it has several; and for 30 s, across calls, new
-	// connections try such an address after the name's others. While all
-	// are well, addresses are dialled in the resolver's order, as
-	// net.Dialer does. A Base of the caller's dials as it always has: the
+	// connections try such an address after the name's others, still
+	// racing the name's IPv6 and IPv4 addresses as net.Dialer does (Happy
+	// Eyeballs). While all are well, dials are net.Dialer's own, in the
+	// resolver's order. A Base of the caller's dials as it always has: the
 	// Transport cannot choose the address another dialer dials.
 	Base http.RoundTripper
 
@@ -71,8 +77,10 @@ type Transport struct {
 	// before one without). Within the first pattern that has a key matching
 	// the request's path, the longest path prefix wins; the key without a
 	// path matches every path. Keys are case-insensitive in the host and
-	// case-sensitive in the path; a URL without a port matches "host:port"
-	// keys with the scheme's default port.
+	// case-sensitive in the path; a trailing dot in the host is dropped; a
+	// URL without a port matches "host:port" keys with the scheme's default
+	// port; an IPv6 address is written in brackets before a port
+	// ("[::1]:8080"). Package chaos reads its Rule.Host by the same rule.
 	//
 	// An entry inherits every field it leaves zero from the policy its host
 	// would get without it: a key with a path from its host's entry, a host's
@@ -107,12 +115,20 @@ type Transport struct {
 	// the RoundTrip goroutine and must not read or close the response body.
 	OnCall func(Call)
 
+	// Fleet, if non-nil, shares what this Transport learns about its
+	// hosts with the other processes of a fleet, and what they learn with
+	// it: cool-downs, declared quotas, open breakers (see Fleet). Module
+	// github.com/seedhq/httpretry/fleet provides one on Redis. Nil means
+	// each process keeps its own.
+	Fleet Fleet
+
 	once   sync.Once
 	base   http.RoundTripper
-	fresh  bool         // base can give a retry a connection of its own
+	fresh  atomic.Bool  // base can give a retry a connection of its own, as far as is known
 	addrs  *addrs.Table // the addresses the default Base avoids; nil for a Base of the caller's
 	hosts  *hostTable
 	states hoststate.Table[hostPort]
+	quotas sync.Map // Quota.Key → *pacer.Pacer: the pacer the hosts of one quota share
 }
 
 func (t *Transport) init() {
@@ -121,9 +137,38 @@ func (t *Transport) init() {
 		if t.base == nil {
 			t.base = t.defaultBase()
 		}
-		t.fresh = freshconn.Supported(t.base)
+		t.fresh.Store(freshconn.Supported(t.base))
 		t.hosts = compileHosts(t.Policy, t.Hosts)
 	})
+}
+
+// freshConns reports whether Base can give a retry a connection of its
+// own, as far as the Transport knows.
+func (t *Transport) freshConns() bool { return t.fresh.Load() }
+
+// noFreshConns notes that Base, which freshconn.Supported accepted, cannot
+// make a connection of its own after all (err says why: an HTTP/2
+// implementation without NewClientConn, as x/net's ConfigureTransports
+// registers before v0.48): every later retry goes through its pool. The
+// Logger hears it once.
+func (t *Transport) noFreshConns(err error) {
+	if t.fresh.CompareAndSwap(true, false) && t.Logger != nil {
+		t.Logger.Warn("httpretry: Base cannot give a retry a connection of its own; retries use its pool", "err", err)
+	}
+}
+
+// pacerFor returns a pacer for a host whose policy declares quota q (none:
+// q.Limit 0): the pacer of q.Key, shared by the hosts that name it, or one
+// of the host's own.
+func (t *Transport) pacerFor(q *Quota) *pacer.Pacer {
+	if q.Key == "" {
+		return pacer.NewDeclared(q.rate(), q.Burst)
+	}
+	if p, ok := t.quotas.Load(q.Key); ok {
+		return p.(*pacer.Pacer)
+	}
+	p, _ := t.quotas.LoadOrStore(q.Key, pacer.NewDeclared(q.rate(), q.Burst))
+	return p.(*pacer.Pacer)
 }
 
 // defaultBase is the Base of a Transport whose Base is nil: go-cleanhttp's
@@ -204,6 +249,7 @@ type callState struct {
 	lastErr      error          // the last attempt's error
 	last         Attempt        // the last attempt, for PrepareRetry
 	edited       *http.Request  // the request PrepareRetry last edited, for its round's hedges
+	editedEp     int            // the endpoint edited went to
 	held         *http.Response // the last response, drained into memory, while its retry is not yet sent
 	prevDelay    time.Duration  // the previous backoff delay, for decorrelated jitter
 	failedAddrs  *addrs.Set     // addresses that failed in this call, avoided by the default Base's dials; nil until one does
@@ -211,7 +257,6 @@ type callState struct {
 	reservedTO   bool           // ... as a timeout retry
 	timeoutRetry bool           // the last retry sent was charged as a timeout retry
 	fresh        bool           // the next retry is to have a connection of its own (needsFreshConn)
-	resuming     bool           // the attempt begun is a resume (resumeBody)
 	stop         StopReason
 	logPanic     func(any) // what abandoned returned, made once
 
@@ -226,6 +271,7 @@ type failover struct {
 	buf        [3]endpoint      // eps's array, for the request's host and two endpoints
 	cur        int              // the index of the call's endpoint in eps
 	addr       string           // its URL host; "" for the request's own
+	host       string           // its key, as Attempt.Host names it
 	hp         *policy          // the policy its state is made by
 	reservedIn *hoststate.State // the state whose budget the reserved retry's cost came from
 }
@@ -257,7 +303,7 @@ func (c *callState) moveTo(i int) {
 	}
 	fo.eps[fo.cur].state = c.state
 	e := &fo.eps[i]
-	fo.cur, c.h, c.state, fo.addr, fo.hp = i, e.h, e.state, e.addr, e.p
+	fo.cur, c.h, c.state, fo.addr, fo.host, fo.hp = i, e.h, e.state, e.addr, e.host, e.p
 }
 
 // statePolicy returns the policy that makes the state of the call's host.
@@ -339,7 +385,7 @@ func (c *callState) roundTrip() (*http.Response, error) {
 		}
 		c.fo = new(failover)
 		c.fo.eps = c.t.hosts.endpoints(c.fo.buf[:0], c.h, c.host, req.URL.Scheme, c.p)
-		c.fo.eps[0].state = c.state
+		c.fo.eps[0].state, c.fo.host = c.state, c.host
 	}
 	if c.p.hedge {
 		c.startHedging()
@@ -499,7 +545,7 @@ func (c *callState) ensureState() {
 		return
 	}
 	p := c.statePolicy()
-	if s := c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return p.newState(c.h.String()) }); s != nil {
+	if s := c.t.states.Create(c.h, time.Now(), func() *hoststate.State { return p.newState(c.t, c.h.String()) }); s != nil {
 		c.attach(s)
 	}
 }

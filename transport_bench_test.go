@@ -32,8 +32,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 	// What Policy.Endpoints costs a GET that its own host answers: the
 	// call's endpoints, made at its start.
 	b.Run("in-memory/httpretry-endpoints", func(b *testing.B) {
-		benchRT(b, &httpretry.Transport{Base: inMemory, Policy: httpretry.Policy{
-			Endpoints: []string{"api.us.example.com", "api.ap.example.com"}}}, req)
+		benchRT(b, &httpretry.Transport{Base: inMemory, Hosts: map[string]httpretry.Policy{"api.example.com": {
+			Endpoints: []string{"api.us.example.com", "api.ap.example.com"}}}}, req)
 	})
 
 	// A body of 2 bytes, read before RoundTrip returns or not: what

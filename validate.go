@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/seedhq/httpretry/internal/hostkey"
 )
 
 // Validate reports every invalid Hosts key and Policy value of the
@@ -112,7 +115,7 @@ func (p *Policy) checkEndpoints(fe *fieldErrors) {
 			fe.bad(field, "%q is not a host name, or host:port: no scheme, path, query or userinfo", e)
 			continue
 		}
-		host, port, err := splitPattern(e)
+		host, port, err := hostkey.Split(e)
 		if err == nil && strings.HasPrefix(host, "*") {
 			err = errors.New("a wildcard is not an endpoint")
 		}
@@ -130,6 +133,29 @@ func (p *Policy) checkEndpoints(fe *fieldErrors) {
 		}
 		seen[k] = i
 	}
+}
+
+// checkEndpointsWithin reports the entries of p.Endpoints, a WithPolicy's,
+// that declared, the endpoints the request's host key declares, does not
+// hold: a per-request edit may keep, drop or reorder its host's endpoints,
+// not add one, since its context may reach requests to other hosts (an
+// SDK's token refresh under the caller's context).
+func (p *Policy) checkEndpointsWithin(declared []string) []error {
+	var errs []error
+	for i, e := range p.Endpoints {
+		host, port, err := hostkey.Split(e)
+		if err != nil {
+			continue // check reports it
+		}
+		if !slices.ContainsFunc(declared, func(d string) bool {
+			dh, dp, err := hostkey.Split(d)
+			return err == nil && dh == host && dp == port
+		}) {
+			errs = append(errs, invalidf([]string{"WithPolicy", "Endpoints", strconv.Itoa(i)},
+				"%q is not among the endpoints the request's host key declares: a request can only keep, drop or reorder those", e))
+		}
+	}
+	return errs
 }
 
 // checkMerged reports the combinations of fields that are invalid in the
@@ -234,6 +260,27 @@ func (o *OverloadPolicy) check(path []string) []error {
 	} else if m := cmp.Or(o.LimitMax, defaultLimitMax); o.LimitMin > m {
 		fe.bad(fields("LimitMin"), "%d is above %s (%d)", o.LimitMin, fe.ref("LimitMax"), m)
 	}
+	q := o.Quota
+	if q.Limit < 0 {
+		fe.bad(fields("Quota", "Limit"), "%d is negative", q.Limit)
+	}
+	if q.Per < 0 {
+		fe.bad(fields("Quota", "Per"), "%v is negative", q.Per)
+	}
+	if q.Burst < 0 {
+		fe.bad(fields("Quota", "Burst"), "%d is negative", q.Burst)
+	} else if q.Limit > 0 && q.Burst > q.Limit {
+		fe.bad(fields("Quota", "Burst"), "%d is above %s (%d)", q.Burst, fe.ref("Quota", "Limit"), q.Limit)
+	}
+	if q.Limit == 0 && q != (Quota{}) {
+		fe.bad(fields("Quota", "Limit"), "is 0: the quota declares nothing, but its other fields are set")
+	}
+	if r := q.rate(); q.Limit > 0 && q.Per >= 0 && (r > 1e9 || r < 1e-6) {
+		fe.bad(fields("Quota"), "%d per %v is not a rate between one per million seconds and a billion a second", q.Limit, cmp.Or(q.Per, time.Second))
+	}
+	if strings.ContainsFunc(q.Key, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		fe.bad(fields("Quota", "Key"), "%q has control characters", q.Key)
+	}
 	if o.Disabled {
 		return fe.errs
 	}
@@ -247,7 +294,7 @@ func (o *OverloadPolicy) check(path []string) []error {
 	tuned("LimitMax", o.LimitMax != 0, "Limit", o.Limit)
 	tuned("LimitMin", o.LimitMin != 0, "Limit", o.Limit)
 	tuned("LimitQueue", o.LimitQueue != 0, "Limit", o.Limit)
-	tuned("PaceFailFast", o.PaceFailFast, "Pace", o.Pace)
+	tuned("PaceFailFast", o.PaceFailFast, "Pace", o.Pace || q.Limit > 0)
 	return fe.errs
 }
 

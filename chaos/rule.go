@@ -3,6 +3,8 @@ package chaos
 import (
 	"net/http"
 	"strings"
+
+	"github.com/seedhq/httpretry/internal/hostkey"
 )
 
 // Rule selects requests and injects a fault into a share of them. Every
@@ -14,8 +16,14 @@ type Rule struct {
 
 	// Host, if set, selects requests to this host: "api.example.com"
 	// (any port), "api.example.com:8443" (that port only) or
-	// "*.example.com" (any subdomain, at any depth, any port).
-	// Case-insensitive.
+	// "*.example.com" (any subdomain, at any depth, any port; with a port,
+	// "*.example.com:443", that port only). It is read as a key of
+	// httpretry's Transport.Hosts is: case-insensitive, a trailing dot
+	// dropped, a URL without a port matching a key with its scheme's
+	// default port ("payments.internal:443" selects
+	// https://payments.internal/), an IPv6 address in brackets when a port
+	// follows ("[::1]:8080"). A Host that is not such a key (a URL, say)
+	// selects nothing.
 	Host string
 
 	// Method, if set, selects requests with this method ("" is GET).
@@ -38,8 +46,9 @@ type Rule struct {
 	Fault Fault
 }
 
-// matches reports whether the rule selects req.
-func (r *Rule) matches(req *http.Request) bool {
+// matches reports whether the rule selects req; host is the rule's Host
+// as hostkey.Split read it.
+func (r *Rule) matches(req *http.Request, host *hostPattern) bool {
 	if r.Method != "" {
 		m := req.Method
 		if m == "" {
@@ -52,17 +61,27 @@ func (r *Rule) matches(req *http.Request) bool {
 	if r.PathPrefix != "" && !strings.HasPrefix(req.URL.Path, r.PathPrefix) {
 		return false
 	}
-	if r.Host != "" && !hostMatches(r.Host, req) {
+	if r.Host != "" && !host.matches(req) {
 		return false
 	}
 	return r.If == nil || r.If(req)
 }
 
-func hostMatches(pattern string, req *http.Request) bool {
-	name := req.URL.Hostname()
-	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
-		return len(name) > len(suffix)+1 && name[len(name)-len(suffix)-1] == '.' &&
-			strings.EqualFold(name[len(name)-len(suffix):], suffix)
+// hostPattern is a Rule.Host, read once by the rule Transport.Hosts uses.
+type hostPattern struct {
+	host, port string
+	bad        bool // not a host pattern: it selects nothing
+}
+
+func newHostPattern(s string) hostPattern {
+	host, port, err := hostkey.Split(s)
+	return hostPattern{host: host, port: port, bad: err != nil}
+}
+
+func (p *hostPattern) matches(req *http.Request) bool {
+	if p.bad {
+		return false
 	}
-	return strings.EqualFold(pattern, name) || strings.EqualFold(pattern, req.URL.Host)
+	host, port := hostkey.Of(req.URL)
+	return hostkey.Match(p.host, p.port, host, port)
 }

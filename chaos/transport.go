@@ -36,10 +36,12 @@ type Transport struct {
 	// call.
 	OnInject func(req *http.Request, rule *Rule)
 
-	off  atomic.Bool
-	once sync.Once
-	mu   sync.Mutex
-	rng  *rand.Rand
+	off       atomic.Bool
+	once      sync.Once
+	mu        sync.Mutex
+	rng       *rand.Rand
+	hostsOnce sync.Once
+	hosts     []hostPattern // Rules[i].Host, read once
 }
 
 // SetEnabled turns injection on or off, at once, for every request that
@@ -60,9 +62,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // from runs req through Rules[i:] and then Next.
 func (t *Transport) from(i int, req *http.Request) (*http.Response, error) {
+	hosts := t.hostPatterns()
 	for ; i < len(t.Rules); i++ {
 		r := &t.Rules[i]
-		if r.Fault == nil || !r.matches(req) || !t.draw(r.Rate) {
+		if r.Fault == nil || !r.matches(req, &hosts[i]) || !t.draw(r.Rate) {
 			continue
 		}
 		if t.OnInject != nil {
@@ -71,6 +74,17 @@ func (t *Transport) from(i int, req *http.Request) (*http.Response, error) {
 		return r.Fault(req, rest{t, i + 1})
 	}
 	return t.next().RoundTrip(req)
+}
+
+// hostPatterns returns the Host of each rule, read on first use.
+func (t *Transport) hostPatterns() []hostPattern {
+	t.hostsOnce.Do(func() {
+		t.hosts = make([]hostPattern, len(t.Rules))
+		for i := range t.Rules {
+			t.hosts[i] = newHostPattern(t.Rules[i].Host)
+		}
+	})
+	return t.hosts
 }
 
 func (t *Transport) next() http.RoundTripper {

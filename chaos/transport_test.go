@@ -134,6 +134,7 @@ func TestRulesSelectRequests(t *testing.T) {
 		{chaos.Rule{Host: "*.example.com"}, "GET", "https://deep.a.example.com:1/x", true},
 		{chaos.Rule{Host: "*.example.com"}, "GET", "https://example.com/x", false},
 		{chaos.Rule{Host: "*.example.com"}, "GET", "https://badexample.com/x", false},
+		{chaos.Rule{Host: "https://a.example.com"}, "GET", "https://a.example.com/x", false}, // not a host pattern
 		{chaos.Rule{Method: "POST"}, "POST", "https://a.example.com/x", true},
 		{chaos.Rule{Method: "POST"}, "GET", "https://a.example.com/x", false},
 		{chaos.Rule{Method: "GET"}, "", "https://a.example.com/x", true},

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/seedhq/httpretry"
 )
@@ -98,12 +99,13 @@ func (c File) Override(o Policy) File {
 }
 
 // Policy builds the httpretry.Policy c describes, or reports every problem
-// with it, as File.Transport does. Its function fields are nil: set them
-// on the result.
+// with it, as File.Transport does for a host's entry (endpoints included,
+// which only a host's entry may set). Its function fields are nil: set
+// them on the result.
 func (c Policy) Policy() (httpretry.Policy, error) {
 	var e errList
 	p := e.toPolicy(c, nil)
-	e.validated(&httpretry.Transport{Base: noBase{}, Policy: p})
+	e.validatedEntry(p)
 	if err := e.err(); err != nil {
 		return httpretry.Policy{}, err
 	}
@@ -113,14 +115,32 @@ func (c Policy) Policy() (httpretry.Policy, error) {
 // Apply returns p with every field that c sets replaced by c's value, as a
 // Transport.Hosts entry overrides Transport.Policy: sections (keys, budget,
 // breaker, hedge, hints, backoff) replace the whole sub-policy. p's
-// functions are kept. It reports the problems of c as Policy does.
+// functions are kept, those inside a section too: a c that sets anything
+// under keys replaces p.Keys but keeps p.Keys.New. It reports the problems
+// of c as Policy does.
 func (c Policy) Apply(p httpretry.Policy) (httpretry.Policy, error) {
 	over, err := c.Policy()
 	if err != nil {
 		return p, err
 	}
 	inheritZero(&over, p)
+	keepCode(&over, p)
 	return over, nil
+}
+
+// keepCode sets each function of *dst listed in codeOnlyFields that is nil
+// to that function of p: a config has no form for it, so a section that
+// replaced its sub-policy did not mean to drop it.
+func keepCode(dst *httpretry.Policy, p httpretry.Policy) {
+	for _, path := range codeOnlyFields {
+		d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(p)
+		for name := range strings.SplitSeq(path, ".") {
+			d, s = d.FieldByName(name), s.FieldByName(name)
+		}
+		if d.IsNil() {
+			d.Set(s)
+		}
+	}
 }
 
 // Over returns c with every field it leaves zero taken from base: c's

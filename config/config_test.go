@@ -238,9 +238,8 @@ const fullConfig = `{
   "breaker": {"consecutive_failures": 5, "failure_ratio": 0.5, "min_requests": 10, "window": "30s", "open_for": "10s", "half_open_attempts": 2},
   "hedge": {"delay": "150ms", "max_hedges": 2},
   "hints": {"should_retry_header": "X-Should-Retry", "ignore_rate_limit": true, "reset_header": "X-RateLimit-Reset"},
-  "endpoints": ["api.us.example.com", "api.ap.example.com:8443"],
   "hosts": {
-    "api.example.com": {"attempt_timeout": "none", "keys": {"disabled": true}, "budget": {"kind": "ratio", "ratio": 0.2, "window": "1m", "min_per_second": -1}},
+    "api.example.com": {"attempt_timeout": "none", "endpoints": ["api.us.example.com", "api.ap.example.com:8443"], "keys": {"disabled": true}, "budget": {"kind": "ratio", "ratio": 0.2, "window": "1m", "min_per_second": -1}},
     "api.example.com/v1/search": {"max_attempts": 2, "hedge": {"disabled": true}, "backoff": {"shape": "linear", "base": "1s", "step": "500ms", "cap": "5s", "jitter": "equal"}},
     "*.internal.example.com:8443": {"breaker": {"disabled": true}, "budget": {"kind": "none"}, "backoff": {"shape": "decorrelated", "base": "50ms", "cap": "2s"}},
     "pay.example.com": {"keys": {"methods": []}, "backoff": {"shape": "constant", "base": "250ms"}, "endpoints": []}
@@ -264,16 +263,18 @@ func TestConfigJSONIdentity(t *testing.T) {
 	assert.NotNil(t, back.Hosts["pay.example.com"].Keys.Methods, "an empty list of methods is kept")
 }
 
-// endpoints: a list at the top level and per host, an empty list kept (it
-// overrides the inherited one), and Validate's errors in the config's names.
+// endpoints: a list per host key, an empty list kept (it overrides the
+// inherited one), and Validate's errors in the config's names: endpoints
+// at the top level, or on a wildcard key, would reach every host they
+// cover, and are refused.
 func TestConfigEndpoints(t *testing.T) {
 	t.Parallel()
-	c, err := config.Parse([]byte(`{"endpoints": ["api.us.example.com", "api.ap.example.com:8443"],
-		"hosts": {"pay.example.com": {"endpoints": []}, "eu.example.com": {"endpoints": ["eu2.example.com"]}}}`))
+	c, err := config.Parse([]byte(`{"hosts": {"pay.example.com": {"endpoints": []},
+		"eu.example.com": {"endpoints": ["eu2.example.com"]}, "eu.example.com/v2": {"endpoints": ["eu3.example.com"]}}}`))
 	require.NoError(t, err)
 	tr, err := c.Transport()
 	require.NoError(t, err)
-	assert.Equal(t, []string{"api.us.example.com", "api.ap.example.com:8443"}, tr.Policy.Endpoints)
+	assert.Equal(t, []string{"eu3.example.com"}, tr.Hosts["eu.example.com/v2"].Endpoints)
 	assert.Equal(t, []string{}, tr.Hosts["pay.example.com"].Endpoints, "[] is none, not inherit")
 	assert.Equal(t, []string{"eu2.example.com"}, tr.Hosts["eu.example.com"].Endpoints)
 	assert.Nil(t, tr.Hosts["eu.example.com"].Keys.Methods)
@@ -286,6 +287,16 @@ func TestConfigEndpoints(t *testing.T) {
 		`httpretry: invalid policy: hosts["pay.example.com"].endpoints[0]: "https://us.example.com" is not a host name, or host:port: no scheme, path, query or userinfo`,
 		`httpretry: invalid policy: hosts["pay.example.com"].endpoints[2]: "A.example.com" repeats entry 1`,
 	}, errorLines(t, err))
+
+	c, err = config.Parse([]byte(`{"endpoints": ["api.us.example.com"], "hosts": {"*.example.com": {"endpoints": ["mirror.internal"]}}}`))
+	require.NoError(t, err)
+	_, err = c.Transport()
+	require.ErrorIs(t, err, httpretry.ErrInvalidPolicy)
+	lines := errorLines(t, err)
+	assert.Equal(t, []string{
+		`httpretry: invalid policy: endpoints: this policy applies to every host without an entry of its own, third parties included, whose requests would move with their credentials: endpoints belong to the exact host key they fail over for, such as "api.example.com"`,
+		`httpretry: invalid policy: hosts["*.example.com"].endpoints: a wildcard key covers every host under it, third parties included, whose requests would move with their credentials: endpoints belong to the exact host key they fail over for, such as "api.example.com"`,
+	}, lines)
 
 	_, err = config.Parse([]byte(`{"endpoints": "api.us.example.com"}`))
 	assert.Equal(t, []string{`httpretry: invalid config: endpoints: want a list of strings, got "api.us.example.com"`}, errorLines(t, err))
@@ -428,6 +439,37 @@ func TestConfigOverAndApply(t *testing.T) {
 	got, err := config.Policy{MaxAttempts: -1}.Apply(orig)
 	assert.Equal(t, orig, got)
 	assert.Equal(t, []string{`httpretry: invalid policy: max_attempts: -1 is negative`}, errorLines(t, err))
+}
+
+// A file that sets anything under keys replaces the keys section, but
+// the Policy's own key generator, Keys.New, is code and stays: the program
+// goes on sending its own keys, in the header the file names.
+func TestConfigApplyKeepsKeysNew(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`{"keys":{"header":"X-Key","methods":["POST"]}}`))
+	require.NoError(t, err)
+	p, err := c.Policy.Apply(httpretry.Policy{
+		Backoff: backoff.Constant(0),
+		Keys:    httpretry.KeyPolicy{Header: "Idempotency-Key", Quoted: true, New: func() string { return "order-42" }},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "X-Key", p.Keys.Header, "the file's section replaces the Policy's")
+	assert.False(t, p.Keys.Quoted, "the section is replaced whole")
+	require.NotNil(t, p.Keys.New, "the Policy's key generator is kept")
+
+	fake := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(200))
+	fake.KeyHeader = "X-Key"
+	tr := &httpretry.Transport{Base: fake, Policy: p}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://api.example.com/orders", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	reqs := fake.Requests()
+	httpretrytest.CheckAttempts(t, reqs, 2)
+	for _, r := range reqs {
+		assert.Equal(t, "order-42", r.Key, "attempt %d", r.Attempt)
+	}
 }
 
 // The Transport that Transport returns has not been used, so the caller can

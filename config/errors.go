@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/seedhq/httpretry"
@@ -109,6 +110,21 @@ func (e *errList) validated(t *httpretry.Transport) {
 			continue
 		}
 		e.errs = append(e.errs, &Error{configPath(pe.Path), httpretry.ErrInvalidPolicy, pe.Message(configName)})
+	}
+}
+
+// validatedEntry adds the problems Validate finds in p as the entry of an
+// exact host key, with their paths from the entry down.
+func (e *errList) validatedEntry(p httpretry.Policy) {
+	const key = "entry.invalid"
+	var entry errList
+	entry.validated(&httpretry.Transport{Base: noBase{}, Hosts: map[string]httpretry.Policy{key: p}})
+	prefix := configPath([]string{"Hosts", key})
+	for _, err := range entry.errs {
+		if ce, ok := err.(*Error); ok && len(ce.Path) >= len(prefix) && slices.Equal(ce.Path[:len(prefix)], prefix) {
+			ce.Path = ce.Path[len(prefix):]
+		}
+		e.errs = append(e.errs, err)
 	}
 }
 

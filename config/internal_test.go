@@ -105,7 +105,8 @@ func TestConfigRoundTripsEveryField(t *testing.T) {
 	t.Parallel()
 	var p httpretry.Policy
 	fillPolicy(t, reflect.ValueOf(&p).Elem(), "")
-	require.NoError(t, (&httpretry.Transport{Base: noBase{}, Policy: p}).Validate(), "the filled policy is valid")
+	// Endpoints belong to a host's key: the filled policy is valid there.
+	require.NoError(t, (&httpretry.Transport{Base: noBase{}, Hosts: map[string]httpretry.Policy{"api.example.com": p}}).Validate(), "the filled policy is valid")
 
 	c, err := PolicyOf(p)
 	require.NoError(t, err)

@@ -232,9 +232,30 @@ type Overload struct {
 	// waiting for its reset.
 	PaceFailFast bool `json:"pace_fail_fast,omitempty" yaml:"pace_fail_fast,omitempty"`
 
+	// Quota declares the host's rate limit (httpretry.Quota). The zero
+	// value declares none.
+	Quota Quota `json:"quota,omitzero" yaml:"quota,omitempty"`
+
 	// Disabled turns every control off, even where they would be
 	// inherited.
 	Disabled bool `json:"disabled,omitempty" yaml:"disabled,omitempty"`
+}
+
+// Quota is an httpretry.Quota, field for field: limit requests per per,
+// burst at once, shared under key.
+type Quota struct {
+	// Limit is how many requests are allowed per Per. 0 means no quota.
+	Limit int `json:"limit,omitempty" yaml:"limit,omitempty"`
+
+	// Per is the period Limit is counted over ("1s", "1m", "1h"). "" means
+	// a second.
+	Per Duration `json:"per,omitempty" yaml:"per,omitempty"`
+
+	// Burst is how many requests may go at once. 0 means 1.
+	Burst int `json:"burst,omitempty" yaml:"burst,omitempty"`
+
+	// Key names a quota several hosts share. "" means the host's own.
+	Key string `json:"key,omitempty" yaml:"key,omitempty"`
 }
 
 // Hedge is an httpretry.HedgePolicy, field for field. The zero value sends no

@@ -62,11 +62,11 @@ func TestRegionalFailover(t *testing.T) {
 	l := newLedger()
 	eu, us := newRegion(t, l), newRegion(t, l)
 	usHost := mustHost(t, us.srv.URL)
-	tr := &httpretry.Transport{Policy: httpretry.Policy{
+	tr := &httpretry.Transport{Hosts: map[string]httpretry.Policy{mustHost(t, eu.srv.URL): {
 		Backoff:   backoff.Constant(5 * time.Millisecond),
 		Breaker:   httpretry.BreakerPolicy{ConsecutiveFailures: 5, OpenFor: openFor},
 		Endpoints: []string{usHost},
-	}}
+	}}}
 	require.NoError(t, tr.Validate())
 	defer tr.CloseIdleConnections()
 

@@ -146,7 +146,7 @@ func TestHedgingAcrossEndpoints(t *testing.T) {
 		if tc.endpoints {
 			p.Endpoints = []string{mustHost(t, secondary.srv.URL)}
 		}
-		tr := &httpretry.Transport{Policy: p}
+		tr := &httpretry.Transport{Hosts: map[string]httpretry.Policy{mustHost(t, primary.srv.URL): p}}
 		require.NoError(t, tr.Validate())
 		run := driveGETs(t, tr, primary.srv.URL+"/t1", requests, clients)
 		tr.CloseIdleConnections()

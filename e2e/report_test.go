@@ -39,6 +39,7 @@ var sections = []string{
 	"Hedging across endpoints",
 	"Resume",
 	"Small bodies",
+	fleetSection,
 	knownProblems,
 }
 

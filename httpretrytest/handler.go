@@ -60,6 +60,9 @@ type HandlerTransport struct {
 }
 
 // Requests returns a copy of every request served so far, in arrival order.
+// The copies are its own: editing their URL, Header or Body changes
+// nothing that a later Requests call or a Check function sees. Their
+// ResponseBody is shared, its counts live.
 func (t *HandlerTransport) Requests() []Request { return t.rec.snapshot() }
 
 // RoundTrip serves req with Handler and returns its response as soon as

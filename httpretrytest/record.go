@@ -21,8 +21,10 @@ const DefaultKeyHeader = "Idempotency-Key"
 // and what it answered.
 type Request struct {
 	Method string
-	URL    *url.URL    // a copy of the request's URL
-	Header http.Header // a copy of the request's header
+	// URL and Header are copies of the request's; each Requests call
+	// copies them again, so editing them changes no other Request.
+	URL    *url.URL
+	Header http.Header
 	// Body holds the request body's bytes as they were read: all of them
 	// for a Script, which reads the body before it answers; as many as the
 	// handler has read so far for a HandlerTransport. Nil without a body.
@@ -63,14 +65,9 @@ func (r *recorder) begin(req *http.Request, keyHeader string) *Request {
 		keyHeader = DefaultKeyHeader
 	}
 	n, _ := httpretry.AttemptFromContext(req.Context())
-	u := *req.URL
-	if u.User != nil {
-		user := *u.User
-		u.User = &user
-	}
 	e := &Request{
 		Method:  req.Method,
-		URL:     &u,
+		URL:     cloneURL(req.URL),
 		Header:  req.Header.Clone(),
 		GetBody: req.GetBody != nil,
 		Attempt: n,
@@ -97,16 +94,30 @@ func (r *recorder) answered(ctx context.Context, e *Request, status int, body *B
 	r.mu.Unlock()
 }
 
-// snapshot copies every request seen so far.
+// snapshot copies every request seen so far, deeply enough that the
+// caller may edit what it gets (URL, Header, Body) without changing what
+// the recorder holds. ResponseBody stays shared: its counts are live.
 func (r *recorder) snapshot() []Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]Request, len(r.reqs))
 	for i, e := range r.reqs {
 		out[i] = *e
+		out[i].URL = cloneURL(e.URL)
+		out[i].Header = e.Header.Clone()
 		out[i].Body = bytes.Clone(e.Body)
 	}
 	return out
+}
+
+// cloneURL copies u and its user info, which a shallow copy would share.
+func cloneURL(u *url.URL) *url.URL {
+	c := *u
+	if c.User != nil {
+		user := *c.User
+		c.User = &user
+	}
+	return &c
 }
 
 // body wraps a request body so that its bytes are recorded in e as they

@@ -89,6 +89,9 @@ func (s *Script) OnPath(path string, outcomes ...Outcome) *Script {
 }
 
 // Requests returns a copy of every request seen so far, in arrival order.
+// The copies are its own: editing their URL, Header or Body changes
+// nothing that a later Requests call or a Check function sees. Their
+// ResponseBody is shared, its counts live.
 func (s *Script) Requests() []Request { return s.rec.snapshot() }
 
 // CloseIdleConnections counts the call, so that a test can check that a

@@ -25,7 +25,7 @@ const (
 	MetricCallDuration    = "httpretry.call.duration"        // histogram, seconds per RoundTrip
 	MetricRetryDelay      = "httpretry.retry.delay"          // histogram, seconds waited before a retry
 	MetricRefusals        = "httpretry.refusals"             // counter of attempts a guard did not let out
-	MetricBudgetLevel     = "httpretry.budget.level"         // gauge, share of the host's retry budget left
+	MetricBudgetLevel     = "httpretry.budget.level"         // gauge, share of the host's retry budget left; skipped for a budget reporting +Inf or NaN
 	MetricBreakerState    = "httpretry.breaker.state"        // gauge, 0 closed, 1 half-open, 2 open
 	MetricThrottle        = "httpretry.throttle.probability" // gauge, probability that adaptive throttling rejects an attempt
 	MetricConcurrency     = "httpretry.concurrency.limit"    // gauge, attempts the adaptive concurrency limit allows in flight

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"runtime"
 	"sort"
@@ -510,4 +511,64 @@ func keysWith(points map[string]float64, s string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// levelBudget is a Budget of the user's that allows every retry and
+// reports a fixed level, such as +Inf for "unlimited".
+type levelBudget struct{ available, capacity float64 }
+
+func (levelBudget) Begin()                      {}
+func (levelBudget) AllowRetry(bool) bool        { return true }
+func (levelBudget) Refund(bool)                 {}
+func (levelBudget) Succeeded(bool, bool)        {}
+func (b levelBudget) Level() (float64, float64) { return b.available, b.capacity }
+
+// TestBudgetGaugeSkipsNonFiniteLevels: a budget whose level makes no
+// share (+Inf or NaN available or capacity) is not observed, neither on
+// its own series nor in the worst of "_OTHER": the gauge never reports
+// NaN, nor a level of 0 or 1 that the budget did not say.
+func TestBudgetGaugeSkipsNonFiniteLevels(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		levels := map[string]levelBudget{
+			"inf":     {math.Inf(1), math.Inf(1)},
+			"nan":     {math.NaN(), 500},
+			"infcap":  {250, math.Inf(1)},
+			"neginf":  {math.Inf(-1), 500},
+			"quarter": {125, 500},
+			"tenth":   {50, 500},
+		}
+		down := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Request: req}, nil
+		})
+		tr := &httpretry.Transport{Base: down, Policy: httpretry.Policy{MaxAttempts: 2, Backoff: backoff.Constant(0),
+			NewBudget: func(host string) httpretry.Budget {
+				name, _, _ := strings.Cut(host, ".")
+				if b, ok := levels[strings.TrimRight(name, "0123456789")]; ok {
+					return b
+				}
+				return levels["quarter"]
+			}}}
+		collect := instrumented(t, tr)
+		for _, name := range []string{"inf", "nan", "infcap", "neginf", "quarter"} {
+			send(t, tr, http.MethodGet, "https://"+name+".example.com/")
+		}
+		for i := range 100 { // past the bound: reported together as _OTHER
+			send(t, tr, http.MethodGet, fmt.Sprintf("https://h%03d.example.com/", i))
+		}
+		for _, name := range []string{"inf1", "nan1", "infcap1", "neginf1", "tenth1"} {
+			send(t, tr, http.MethodGet, "https://"+name+".example.com/")
+		}
+
+		got := only(collect(), "httpretry.budget.level")
+		for k, v := range got {
+			assert.False(t, math.IsNaN(v) || math.IsInf(v, 0), "%s = %v", k, v)
+		}
+		for _, name := range []string{"inf", "nan", "infcap", "neginf"} {
+			_, ok := got[key("httpretry.budget.level", "server.address="+name+".example.com")]
+			assert.False(t, ok, "%s: no share, no point", name)
+		}
+		assert.Equal(t, 0.25, got[key("httpretry.budget.level", "server.address=quarter.example.com")])
+		assert.Equal(t, 0.1, got[key("httpretry.budget.level", "server.address=_OTHER")], "the worst finite level among the others")
+	})
 }

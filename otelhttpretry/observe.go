@@ -2,6 +2,7 @@ package otelhttpretry
 
 import (
 	"context"
+	"math"
 	"weak"
 
 	"github.com/seedhq/httpretry"
@@ -56,8 +57,7 @@ func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
 	for _, s := range stats {
 		host, known := m.hosts.get(s.Host)
 		set := metric.WithAttributeSet(attribute.NewSet(host...))
-		if b := s.Budget; b != nil && b.Capacity > 0 {
-			level := min(max(b.Available/b.Capacity, 0), 1)
+		if level, ok := budgetLevel(s.Budget); ok {
 			if known {
 				o.ObserveFloat64(m.budgetLevel, level, set)
 			} else {
@@ -71,7 +71,7 @@ func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
 				other.state, other.hasState = max(other.state, float64(b.State)), true
 			}
 		}
-		if th := s.Throttle; th != nil {
+		if th := s.Throttle; th != nil && finite(th.Probability) {
 			if known {
 				o.ObserveFloat64(m.throttle, th.Probability, set)
 			} else {
@@ -100,3 +100,17 @@ func (m *metrics) observe(o metric.Observer, stats []httpretry.HostStats) {
 		o.ObserveInt64(m.concurrency, int64(other.limit), set)
 	}
 }
+
+// budgetLevel returns the share of b available, from 0 to 1, and whether
+// there is one to observe: b reports a level, with Available and Capacity
+// finite and Capacity above 0. A Budget of the user's may report +Inf
+// ("unlimited") or NaN; such a level is skipped, not clamped, so that the
+// gauge never says 0 (empty) or 1 (full) of a budget that said neither.
+func budgetLevel(b *httpretry.BudgetStats) (float64, bool) {
+	if b == nil || b.Capacity <= 0 || !finite(b.Available) || !finite(b.Capacity) {
+		return 0, false
+	}
+	return min(max(b.Available/b.Capacity, 0), 1), true
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -18,8 +18,11 @@
 // attributes and status and propagate the trace context on every attempt;
 // all attempts of one call are siblings under the caller's span. The first
 // attempt carries no http.request.resend_count: the conventions set it only
-// when the request was retried. otelhttp also records the conventions'
-// metric http.client.request.duration, once per attempt.
+// when the request was retried. Only a span otelhttp started for the
+// attempt gets it: an attempt that an [otelhttp.WithFilter] option skips
+// has no span, and the caller's span, which it carries, is left as it was.
+// otelhttp also records the conventions' metric
+// http.client.request.duration, once per attempt.
 //
 // What is counted is httpretry's attempts. A redirect that http.Client
 // follows reaches the Transport as a new request and starts again at attempt
@@ -41,9 +44,11 @@
 // them.
 //
 // [otelhttp.NewTransport]: https://pkg.go.dev/go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp#NewTransport
+// [otelhttp.WithFilter]: https://pkg.go.dev/go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp#WithFilter
 package otelhttpretry
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -73,10 +78,21 @@ func NewTransport(base http.RoundTripper, opts ...otelhttp.Option) *Transport {
 }
 
 // RoundTrip starts a client span for req, records http.request.resend_count
-// on it when req is a resend, and sends req with the base transport.
+// on it when req is a resend, and sends req with the base transport. When
+// an otelhttp.WithFilter option skips req, no span is started and the
+// resend count is recorded nowhere: the caller's span never gets it.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if n, ok := httpretry.AttemptFromContext(req.Context()); ok && n > 1 {
+		// Tell ResendCount, below otelhttp, which span is the caller's.
+		caller := trace.SpanContextFromContext(req.Context())
+		req = req.WithContext(context.WithValue(req.Context(), callerSpanKey{}, caller))
+	}
 	return t.traced.RoundTrip(req)
 }
+
+// callerSpanKey is the context key of the span context a request had
+// before otelhttp saw it: the caller's.
+type callerSpanKey struct{}
 
 // CloseIdleConnections closes the idle connections of the base transport,
 // if it has such a method. (otelhttp's transport does not forward the call.)
@@ -92,6 +108,11 @@ func (t *Transport) CloseIdleConnections() {
 // that starts a span per request, such as otelhttp.NewTransport; above that
 // layer it would mark the caller's span instead. A nil next means
 // http.DefaultTransport.
+//
+// On its own, ResendCount cannot tell a span started for the request from
+// one the request inherited: under a layer that skips some requests
+// without a span (otelhttp.WithFilter), it would mark the caller's span
+// for those. NewTransport can tell them apart: with a filter, use it.
 func ResendCount(next http.RoundTripper) http.RoundTripper {
 	if next == nil {
 		next = http.DefaultTransport
@@ -104,8 +125,14 @@ type resendCount struct {
 }
 
 func (rc resendCount) RoundTrip(req *http.Request) (*http.Response, error) {
-	if n, ok := httpretry.AttemptFromContext(req.Context()); ok && n > 1 {
-		trace.SpanFromContext(req.Context()).SetAttributes(semconv.HTTPRequestResendCount(n - 1))
+	ctx := req.Context()
+	if n, ok := httpretry.AttemptFromContext(ctx); ok && n > 1 {
+		span := trace.SpanFromContext(ctx)
+		// Under a Transport, a span that is still the caller's was not
+		// started for this attempt (otelhttp's filter skipped it).
+		if caller, ok := ctx.Value(callerSpanKey{}).(trace.SpanContext); !ok || !span.SpanContext().Equal(caller) {
+			span.SetAttributes(semconv.HTTPRequestResendCount(n - 1))
+		}
 	}
 	return rc.next.RoundTrip(req)
 }

@@ -123,6 +123,66 @@ func TestOneSpanPerAttemptWithResendCount(t *testing.T) {
 	}
 }
 
+// TestResendCountNeverOnTheCallersSpan: only a span otelhttp started for
+// the attempt gets http.request.resend_count. When otelhttp's filter skips
+// a request, no span is started and the request carries the caller's
+// span, which must stay as the caller left it.
+func TestResendCountNeverOnTheCallersSpan(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		filter func(attempt int) bool // which attempts otelhttp traces; nil: all
+		traced []int                  // the attempts that get a span
+	}{
+		{"no filter", nil, []int{1, 2, 3}},
+		{"filter skips every attempt", func(int) bool { return false }, nil},
+		{"filter skips the resends", func(n int) bool { return n == 1 }, []int{1}},
+		{"filter skips the second attempt", func(n int) bool { return n != 2 }, []int{1, 3}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			upstream := httpretrytest.NewScript(httpretrytest.Status(503), httpretrytest.Status(503), httpretrytest.Status(200))
+			tp, exp := newTracing(t)
+			opts := []otelhttp.Option{otelhttp.WithTracerProvider(tp)}
+			if tt.filter != nil {
+				opts = append(opts, otelhttp.WithFilter(func(r *http.Request) bool {
+					n, _ := httpretry.AttemptFromContext(r.Context())
+					return tt.filter(n)
+				}))
+			}
+			client := &http.Client{Transport: &httpretry.Transport{
+				Policy: httpretry.Policy{Backoff: backoff.Constant(0)},
+				Base:   otelhttpretry.NewTransport(upstream, opts...),
+			}}
+
+			ctx, caller := tp.Tracer("test").Start(context.Background(), "checkout")
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.example.com/inventory", nil)
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			caller.End()
+
+			spans := exp.GetSpans()
+			require.Len(t, spans, len(tt.traced)+1, "a span per traced attempt, and the caller's")
+			last := spans[len(spans)-1]
+			require.Equal(t, caller.SpanContext().SpanID(), last.SpanContext.SpanID(), "the caller's span ends last")
+			v, ok := attr(last, resendCount)
+			assert.False(t, ok, "the caller's span carries no resend count, got %v", v.String())
+			for i, s := range spans[:len(tt.traced)] {
+				n := tt.traced[i]
+				v, ok := attr(s, resendCount)
+				if n == 1 {
+					assert.False(t, ok, "the first attempt is not a resend")
+					continue
+				}
+				require.True(t, ok, "attempt %d carries the resend count", n)
+				assert.Equal(t, int64(n-1), v.AsInt64(), "attempt %d", n)
+			}
+		})
+	}
+}
+
 func TestResendCountOutsideARetryingTransport(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))

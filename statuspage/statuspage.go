@@ -11,9 +11,11 @@
 package statuspage
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -30,6 +32,13 @@ import (
 // and ?per=N (1 to 500, 50 by default) choose the page; ?format=json gives
 // the same page as JSON, for machines; ?refresh=N reloads the page every N
 // seconds (1 to 3600), without JavaScript.
+//
+// In the JSON, a float that JSON has no number for — +Inf or NaN, which a
+// Budget of the user's may report as its level — is written as the string
+// "+Inf", "-Inf" or "NaN", and a budget's level only when its available
+// and capacity are finite, capacity above 0. Either form is rendered
+// whole before the status is sent: one that fails to render answers 500,
+// never a 200 with a cut body.
 //
 // The page is plain HTML with no script, and escapes every value: host
 // names come from the URLs the process was asked to fetch. It serves GET
@@ -86,14 +95,25 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Content-Type-Options", "nosniff")
+	// Rendered whole before the status is sent: a value that fails to
+	// render answers 500, never a 200 with a cut body.
+	var body bytes.Buffer
+	var err error
 	if format == "json" {
 		hdr.Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(statusJSON(stats, now, view))
+		err = json.NewEncoder(&body).Encode(statusJSON(stats, now, view))
+	} else {
+		hdr.Set("Content-Type", "text/html; charset=utf-8")
+		hdr.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+		err = statusPage.Execute(&body, statusView(stats, now, refresh, view))
+	}
+	if err != nil {
+		hdr.Del("Content-Security-Policy")
+		http.Error(w, "statuspage: the page did not render", http.StatusInternalServerError)
 		return
 	}
-	hdr.Set("Content-Type", "text/html; charset=utf-8")
-	hdr.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-	_ = statusPage.Execute(w, statusView(stats, now, refresh, view))
+	hdr.Set("Content-Length", strconv.Itoa(body.Len()))
+	_, _ = w.Write(body.Bytes())
 }
 
 // intParam parses v, def when empty, and reports whether it is in [lo, hi].
@@ -114,14 +134,22 @@ type pageOf struct {
 	Prev, Next string
 }
 
-// budgetLevel is the share of the budget available, 1 for a host without
-// a budget that reports its level.
-func budgetLevel(s httpretry.HostStats) float64 {
-	if s.Budget == nil || s.Budget.Capacity <= 0 {
-		return 1
+// reportsLevel reports whether b reports a level at all: BudgetStats
+// holds zeros for a budget without a Level method.
+func reportsLevel(b *httpretry.BudgetStats) bool { return b.Available != 0 || b.Capacity != 0 }
+
+// budgetLevel returns the share of b available, from 0 to 1, and whether
+// there is one: only when Available and Capacity are finite and Capacity
+// is above 0. A budget of the user's may report +Inf ("unlimited") or
+// NaN, which make no share.
+func budgetLevel(b *httpretry.BudgetStats) (float64, bool) {
+	if b.Capacity <= 0 || !finite(b.Available) || !finite(b.Capacity) {
+		return 0, false
 	}
-	return min(max(s.Budget.Available/s.Budget.Capacity, 0), 1)
+	return min(max(b.Available/b.Capacity, 0), 1), true
 }
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // lowBudget is the level under which the page marks a budget.
 const lowBudget = 0.2
@@ -137,7 +165,7 @@ type statusRow struct {
 
 	HasBudget     bool
 	HasLevel      bool
-	Available     string
+	Available     string // "" when the budget reports no level
 	Capacity      string
 	Low, High     string // the meter's thresholds
 	Level         string // "99 %"
@@ -214,10 +242,11 @@ func statusView(stats []httpretry.HostStats, now time.Time, refresh int, of page
 		}
 		if b := s.Budget; b != nil {
 			r.HasBudget, r.BudgetRefused = true, b.Refusals
-			if b.Capacity > 0 {
-				level := budgetLevel(s)
-				r.HasLevel = true
+			if reportsLevel(b) {
 				r.Available, r.Capacity = number(b.Available), number(b.Capacity)
+			}
+			if level, ok := budgetLevel(b); ok {
+				r.HasLevel = true
 				r.Low, r.High = number(b.Capacity*lowBudget), number(b.Capacity/2)
 				r.Level = fmt.Sprintf("%.0f %%", level*100)
 				if level < lowBudget {
@@ -241,6 +270,7 @@ func statusView(stats []httpretry.HostStats, now time.Time, refresh int, of page
 	return d
 }
 
+// number writes f rounded to a whole number; +Inf, -Inf and NaN as such.
 func number(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) }
 
 // ago says how long before now t was, to the second.
@@ -254,7 +284,8 @@ func ago(now, t time.Time) string {
 
 // The JSON form: the fields of HostStats, with states and classes by
 // name and the sub-objects of a mechanism the host does not have left
-// out.
+// out. Floats are jsonFloats, so that +Inf and NaN, which JSON has no
+// number for, come out as strings.
 type (
 	statusDoc struct {
 		GeneratedAt time.Time    `json:"generated_at"`
@@ -278,17 +309,17 @@ type (
 		LastUsed    time.Time       `json:"last_used"`
 	}
 	statusHedging struct {
-		Tokens   float64 `json:"tokens"`
-		Refusals int64   `json:"refusals"`
-		Samples  int     `json:"samples"`
-		P50      string  `json:"p50,omitempty"`
-		P95      string  `json:"p95,omitempty"`
-		P99      string  `json:"p99,omitempty"`
-		Delay    string  `json:"delay,omitempty"`
+		Tokens   jsonFloat `json:"tokens"`
+		Refusals int64     `json:"refusals"`
+		Samples  int       `json:"samples"`
+		P50      string    `json:"p50,omitempty"`
+		P95      string    `json:"p95,omitempty"`
+		P99      string    `json:"p99,omitempty"`
+		Delay    string    `json:"delay,omitempty"`
 	}
 	statusThrottle struct {
-		Probability float64 `json:"probability"`
-		Refusals    int64   `json:"refusals"`
+		Probability jsonFloat `json:"probability"`
+		Refusals    int64     `json:"refusals"`
 	}
 	statusLimit struct {
 		Limit    int   `json:"limit"`
@@ -310,16 +341,27 @@ type (
 		Refusals            int64  `json:"refusals"`
 	}
 	statusBudget struct {
-		Available *float64 `json:"available,omitempty"`
-		Capacity  *float64 `json:"capacity,omitempty"`
-		Level     *float64 `json:"level,omitempty"`
-		Refusals  int64    `json:"refusals"`
+		Available *jsonFloat `json:"available,omitempty"`
+		Capacity  *jsonFloat `json:"capacity,omitempty"`
+		Level     *jsonFloat `json:"level,omitempty"`
+		Refusals  int64      `json:"refusals"`
 	}
 	statusFailure struct {
 		Class string    `json:"class"`
 		At    time.Time `json:"at"`
 	}
 )
+
+// jsonFloat is a float64 that encodes as encoding/json writes it when it
+// is finite, and as the string "+Inf", "-Inf" or "NaN" when it is not.
+type jsonFloat float64
+
+func (f jsonFloat) MarshalJSON() ([]byte, error) {
+	if v := float64(f); !finite(v) {
+		return strconv.AppendQuote(nil, strconv.FormatFloat(v, 'g', -1, 64)), nil
+	}
+	return json.Marshal(float64(f))
+}
 
 func statusJSON(stats []httpretry.HostStats, now time.Time, of pageOf) statusDoc {
 	doc := statusDoc{GeneratedAt: now.UTC(), Total: of.Total, Page: of.Page, Per: of.Per, Filter: of.Filter,
@@ -332,13 +374,17 @@ func statusJSON(stats []httpretry.HostStats, now time.Time, of pageOf) statusDoc
 		}
 		if b := s.Budget; b != nil {
 			h.Budget = &statusBudget{Refusals: b.Refusals}
-			if b.Capacity > 0 {
-				available, capacity, level := b.Available, b.Capacity, budgetLevel(s)
-				h.Budget.Available, h.Budget.Capacity, h.Budget.Level = &available, &capacity, &level
+			if reportsLevel(b) {
+				available, capacity := jsonFloat(b.Available), jsonFloat(b.Capacity)
+				h.Budget.Available, h.Budget.Capacity = &available, &capacity
+			}
+			if level, ok := budgetLevel(b); ok {
+				l := jsonFloat(level)
+				h.Budget.Level = &l
 			}
 		}
 		if hs := s.Hedging; hs != nil {
-			h.Hedging = &statusHedging{Tokens: hs.Tokens, Refusals: hs.Refusals, Samples: hs.Samples}
+			h.Hedging = &statusHedging{Tokens: jsonFloat(hs.Tokens), Refusals: hs.Refusals, Samples: hs.Samples}
 			if hs.Samples > 0 {
 				h.Hedging.P50, h.Hedging.P95, h.Hedging.P99 = hs.P50.String(), hs.P95.String(), hs.P99.String()
 			}
@@ -347,7 +393,7 @@ func statusJSON(stats []httpretry.HostStats, now time.Time, of pageOf) statusDoc
 			}
 		}
 		if th := s.Throttle; th != nil {
-			h.Throttle = &statusThrottle{Probability: th.Probability, Refusals: th.Refusals}
+			h.Throttle = &statusThrottle{Probability: jsonFloat(th.Probability), Refusals: th.Refusals}
 		}
 		if l := s.Limit; l != nil {
 			h.Limit = &statusLimit{Limit: l.Limit, InFlight: l.InFlight, Waiting: l.Waiting, Refusals: l.Refusals}
@@ -420,7 +466,7 @@ generated {{.Generated}} · <a href="?format=json">JSON</a></p>
 <td class="host">{{.Host}}</td>
 <td>{{if .HasBreaker}}<span class="state {{.Breaker}}">{{.Breaker}}</span>{{with .BreakerDetail}}<br><span class="detail">{{.}}</span>{{end}}{{else}}<span class="none">none</span>{{end}}</td>
 <td>{{if .HasLevel}}<meter min="0" max="{{.Capacity}}" low="{{.Low}}" high="{{.High}}" optimum="{{.Capacity}}" value="{{.Available}}">{{.Level}}</meter>
-<span{{if .LowBudget}} class="low"{{end}}>{{.Available}} / {{.Capacity}}</span>{{else if .HasBudget}}<span class="detail">no level reported</span>{{else}}<span class="none">none</span>{{end}}</td>
+<span{{if .LowBudget}} class="low"{{end}}>{{.Available}} / {{.Capacity}}</span>{{else if .HasBudget}}<span class="detail">{{if .Available}}{{.Available}} / {{.Capacity}}, no level{{else}}no level reported{{end}}</span>{{else}}<span class="none">none</span>{{end}}</td>
 <td>{{if .HasBudget}}budget {{.BudgetRefused}}{{end}}{{if and .HasBudget .HasBreaker}}<br>{{end}}{{if .HasBreaker}}breaker {{.BreakerRefused}}{{end}}</td>
 <td class="num">{{.Attempts}}</td>
 <td class="num">{{.Retries}}{{if .RetryShare}} <span class="detail">({{.RetryShare}})</span>{{end}}</td>

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -416,4 +419,80 @@ func BenchmarkRender10000Hosts(b *testing.B) {
 			}
 		})
 	}
+}
+
+// levelBudget is a Budget of the user's that allows every retry and
+// reports a fixed level, such as +Inf for "unlimited".
+type levelBudget struct{ available, capacity float64 }
+
+func (levelBudget) Begin()                      {}
+func (levelBudget) AllowRetry(bool) bool        { return true }
+func (levelBudget) Refund(bool)                 {}
+func (levelBudget) Succeeded(bool, bool)        {}
+func (b levelBudget) Level() (float64, float64) { return b.available, b.capacity }
+
+// TestStatusPageNonFiniteBudgetLevels: a budget of the user's may report
+// +Inf or NaN. The JSON writes such a value as a string ("+Inf", "NaN")
+// and leaves out the level it cannot compute; every host stays in the
+// JSON and in the HTML, and neither answer is a 200 with a broken body.
+func TestStatusPageNonFiniteBudgetLevels(t *testing.T) {
+	t.Parallel()
+	levels := map[string]levelBudget{
+		"inf.example:443":    {math.Inf(1), math.Inf(1)},
+		"nan.example:443":    {math.NaN(), 500},
+		"infcap.example:443": {250, math.Inf(1)},
+		"neginf.example:443": {math.Inf(-1), 500},
+		"finite.example:443": {125, 500},
+	}
+	tr := &httpretry.Transport{
+		Base: httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: http.NoBody, Request: req}, nil
+		}),
+		Policy: httpretry.Policy{MaxAttempts: 2, Backoff: backoff.Constant(0),
+			NewBudget: func(host string) httpretry.Budget { return levels[host] }},
+	}
+	for host := range levels {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+host+"/", nil)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+	}
+	h := statuspage.Handler(tr)
+
+	resp := fetchPage(t, h, "/debug/httpretry?format=json")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var doc struct {
+		Hosts []struct {
+			Host   string         `json:"host"`
+			Budget map[string]any `json:"budget"`
+		} `json:"hosts"`
+	}
+	body := pageBody(t, resp)
+	require.NoError(t, json.Unmarshal([]byte(body), &doc), "the JSON is whole: %q", body)
+	budgets := map[string]map[string]any{}
+	for _, h := range doc.Hosts {
+		budgets[h.Host] = h.Budget
+	}
+	require.Len(t, budgets, len(levels), "every host is in the JSON")
+	assert.Equal(t, map[string]any{"available": "+Inf", "capacity": "+Inf", "refusals": 0.0}, budgets["inf.example:443"])
+	assert.Equal(t, map[string]any{"available": "NaN", "capacity": 500.0, "refusals": 0.0}, budgets["nan.example:443"])
+	assert.Equal(t, map[string]any{"available": 250.0, "capacity": "+Inf", "refusals": 0.0}, budgets["infcap.example:443"])
+	assert.Equal(t, map[string]any{"available": "-Inf", "capacity": 500.0, "refusals": 0.0}, budgets["neginf.example:443"])
+	assert.Equal(t, map[string]any{"available": 125.0, "capacity": 500.0, "level": 0.25, "refusals": 0.0}, budgets["finite.example:443"])
+
+	resp = fetchPage(t, h, "/debug/httpretry")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	page := pageBody(t, resp)
+	var hosts []string
+	for _, m := range hostCell.FindAllStringSubmatch(page, -1) {
+		hosts = append(hosts, m[1])
+	}
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(levels)), hosts, "every host is on the page")
+	assert.Contains(t, page, "&#43;Inf / &#43;Inf, no level", "inf.example's budget (html/template escapes +)")
+	assert.Contains(t, page, "NaN / 500, no level", "nan.example's budget")
+	assert.Contains(t, page, `value="125">25 %</meter>`, "finite.example's budget")
+	assert.NotContains(t, page, "NaN %")
+	assert.NotContains(t, page, `value="+Inf"`)
+	assert.Contains(t, page, `<b class="low">0 budgets below 20 %</b>`, "a level that cannot be computed is not low")
 }

@@ -36,6 +36,15 @@ type HostConfig struct {
 	Quota       int
 	QuotaWindow time.Duration
 	Headers     QuotaHeaders
+	// BucketRate, if positive, is a token-bucket rate limit, as most
+	// APIs keep one per account: BucketRate requests per second, up to
+	// BucketBurst at once. Requests over it are answered 429 at once with
+	// Retry-After: the seconds until the next token, rounded up (so 1
+	// while a token comes every 10 ms); with RateLimitField, every answer
+	// carries the draft's field as such an upstream sends it: r the tokens
+	// left, t the seconds until the bucket is full, rounded up.
+	BucketRate  float64
+	BucketBurst int
 	// Fail and Stall, with Capacity 0, make a share of requests fail
 	// whatever the load: Fail are answered 503 after Service, Stall are
 	// answered 200 after StallFor instead. Seed seeds the draws.
@@ -70,6 +79,8 @@ type Host struct {
 	busy     time.Duration // when the queue's work so far is done
 	window   int64         // the quota window the count belongs to
 	used     int           // requests admitted in that window
+	tokens   float64       // the bucket's tokens at filled
+	filled   time.Duration // when tokens was counted
 	arrivals []int         // requests that reached the host, per second
 	tooMany  []int         // 429s sent, per second
 	shed     []int         // 503s sent, per second
@@ -107,7 +118,8 @@ func (h *Host) RoundTrip(req *http.Request) (*http.Response, error) {
 	h.arrivals = bump(h.arrivals, at)
 	done := at
 	switch {
-	case h.c.Quota > 0 && !h.admitQuota(at, header):
+	case h.c.Quota > 0 && !h.admitQuota(at, header),
+		h.c.BucketRate > 0 && !h.admitBucket(at, header):
 		status = http.StatusTooManyRequests
 		h.tooMany = bump(h.tooMany, at)
 	case h.c.Capacity > 0 && h.c.QueueLimit > 0 && h.busy-at > h.c.QueueLimit:
@@ -167,6 +179,31 @@ func (h *Host) admitQuota(at time.Duration, header http.Header) bool {
 		header.Set("X-RateLimit-Reset", reset)
 	case RateLimitField:
 		header.Set("RateLimit", `"default";r=`+left+`;t=`+reset)
+	}
+	return ok
+}
+
+// admitBucket takes a token of the bucket for a request arriving at at
+// and writes the announcement headers. It reports whether there was one.
+// h.mu is held.
+func (h *Host) admitBucket(at time.Duration, header http.Header) bool {
+	burst := float64(max(h.c.BucketBurst, 1))
+	if h.filled == 0 && h.tokens == 0 {
+		h.tokens = burst
+	}
+	h.tokens = min(burst, h.tokens+(at-h.filled).Seconds()*h.c.BucketRate)
+	h.filled = at
+	ok := h.tokens >= 1
+	if ok {
+		h.tokens--
+	}
+	if !ok {
+		next := (1 - h.tokens) / h.c.BucketRate
+		header.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(next)))))
+	}
+	if h.c.Headers == RateLimitField {
+		full := (burst - h.tokens) / h.c.BucketRate
+		header.Set("RateLimit", `"default";r=`+strconv.Itoa(int(h.tokens))+`;t=`+strconv.Itoa(int(math.Ceil(full))))
 	}
 	return ok
 }

@@ -264,3 +264,46 @@ func RunQuota(c QuotaConfig, arm Arm) BatchOutcome {
 	host := NewHost(c.Host)
 	return DriveBatch(arm.New(host, c.Policy), host, c.Batch)
 }
+
+// BucketConfig describes scenario F: open-loop traffic against an API
+// whose account has a token-bucket quota, 429 with Retry-After past it.
+type BucketConfig struct {
+	Host    HostConfig
+	Traffic Traffic
+	Policy  httpretry.Policy
+}
+
+// DefaultBucket is scenario F: 150 requests per second for 20 s against
+// a quota of 100 per second with a burst of 10, answers in 20 ms, with
+// the RateLimit field (h) or Retry-After alone.
+func DefaultBucket(h QuotaHeaders, rate float64) BucketConfig {
+	return BucketConfig{
+		Host: HostConfig{Service: 20 * time.Millisecond, OneWay: 500 * time.Microsecond,
+			BucketRate: 100, BucketBurst: 10, Headers: h},
+		Traffic: Traffic{Rate: rate, Duration: 20 * time.Second, Deadline: 5 * time.Second},
+	}
+}
+
+// RunBucket runs scenario F once with arm. It must run inside a synctest
+// bubble.
+func RunBucket(c BucketConfig, arm Arm, seed uint64) Outcome {
+	host := NewHost(c.Host)
+	return DriveTraffic(arm.New(host, c.Policy), host, c.Traffic, seed)
+}
+
+// PaceAnnounced is the retry budget plus pacing by what the host
+// announces in Retry-After and the RateLimit field.
+func PaceAnnounced() Arm {
+	return Arm{"+ pacing", func(host http.RoundTripper, p httpretry.Policy) http.RoundTripper {
+		p.Overload = httpretry.OverloadPolicy{Pace: true}
+		return &httpretry.Transport{Base: host, Policy: p}
+	}}
+}
+
+// PaceDeclared is PaceAnnounced with the quota declared in the policy.
+func PaceDeclared(limit, burst int) Arm {
+	return Arm{"+ pacing, quota declared", func(host http.RoundTripper, p httpretry.Policy) http.RoundTripper {
+		p.Overload = httpretry.OverloadPolicy{Quota: httpretry.Quota{Limit: limit, Burst: burst}}
+		return &httpretry.Transport{Base: host, Policy: p}
+	}}
+}

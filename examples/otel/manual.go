@@ -9,9 +9,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// tracedBase is what otelhttpretry.NewTransport builds, spelled out with
-// otelhttp and httpretry.AttemptFromContext alone, for a module that would
-// rather not depend on otelhttpretry. Use it as httpretry.Transport.Base.
+// tracedBase is what otelhttpretry.NewTransport builds without a filter,
+// spelled out with otelhttp and httpretry.AttemptFromContext alone, for a
+// module that would rather not depend on otelhttpretry. Use it as
+// httpretry.Transport.Base. It assumes otelhttp starts a span for every
+// request: with otelhttp.WithFilter, a skipped request carries the
+// caller's span, which resendCount would mark; otelhttpretry.NewTransport
+// tells the two apart.
 func tracedBase(opts ...otelhttp.Option) http.RoundTripper {
 	return otelhttp.NewTransport(resendCount{http.DefaultTransport}, opts...)
 }

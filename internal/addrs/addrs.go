@@ -73,9 +73,10 @@ func failedIn(ctx context.Context) *Set {
 // Table remembers, across calls, the addresses whose connections failed
 // lately. The zero value is empty; it is safe for concurrent use.
 type Table struct {
-	n  atomic.Int32 // entries, read without mu on every dial
-	mu sync.Mutex
-	m  map[netip.AddrPort]time.Time // avoided until
+	n     atomic.Int32 // entries, read without mu on every dial
+	until atomic.Int64 // when the last entry expires, in Unix nanoseconds: no dial is avoided after it
+	mu    sync.Mutex
+	m     map[netip.AddrPort]time.Time // avoided until
 }
 
 // Failed notes that a connection to ap failed at now: ap is avoided until
@@ -94,6 +95,28 @@ func (t *Table) Failed(ap netip.AddrPort, now time.Time) {
 	}
 	t.m[ap] = now.Add(AvoidFor)
 	t.n.Store(int32(len(t.m)))
+	if u := now.Add(AvoidFor).UnixNano(); u > t.until.Load() {
+		t.until.Store(u)
+	}
+}
+
+// active reports whether t may avoid an address at now: it holds an entry
+// that has not expired. A table whose entries all expired is emptied.
+func (t *Table) active(now time.Time) bool {
+	if t == nil || t.n.Load() == 0 {
+		return false
+	}
+	if now.UnixNano() < t.until.Load() {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.UnixNano() < t.until.Load() {
+		return true // an entry came meanwhile
+	}
+	clear(t.m)
+	t.n.Store(0)
+	return false
 }
 
 // prune drops expired entries, or, if none has expired, the one that
@@ -139,8 +162,9 @@ func (t *Table) Len() int {
 	return int(t.n.Load())
 }
 
-// Dialer dials a host name's addresses one at a time, those that failed
-// last. A zero field makes DialContext fail.
+// Dialer dials a host name's addresses, those that failed last, racing
+// the name's two address families as net.Dialer does. A zero Dial or
+// Lookup makes DialContext fail.
 type Dialer struct {
 	// Dial dials one address, as net.Dialer.DialContext.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -157,15 +181,25 @@ type Dialer struct {
 // net.Dialer's dialSerial gives each.
 const minDialTime = 2 * time.Second
 
+// fallbackDelay is how long the dial of a name's first address family
+// goes on alone before the other family's is started beside it: net.Dialer's
+// default FallbackDelay (RFC 8305's Happy Eyeballs).
+const fallbackDelay = 300 * time.Millisecond
+
 // DialContext dials address. When neither ctx's call nor the table knows a
-// failed address, or address is not a name with several addresses, it is
-// Dial's: net.Dialer's own order and fallbacks. Otherwise it dials the
-// name's addresses in the resolver's order, those avoided by the table
-// after the others and those that failed in ctx's call last, each with a
-// share of the time left, and notes each that fails to connect.
+// failed address that has not expired, or address is not a name with
+// several addresses, it is Dial's: net.Dialer's own order and fallbacks,
+// Happy Eyeballs included. Otherwise it looks the name up once, as
+// net.Dialer would, orders its addresses as the resolver does but those
+// the table avoids after the others and those that failed in ctx's call
+// last, and dials them as net.Dialer dials a name's addresses: those of
+// the first address's family one after another, each with a share of the
+// time left, and those of the other family the same way beside them once
+// fallbackDelay passed or the first family failed; the first connection
+// wins. It notes each address that fails to connect.
 func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	failed := failedIn(ctx)
-	if failed == nil && d.Table.Len() == 0 {
+	if failed == nil && !d.Table.active(time.Now()) {
 		return d.Dial(ctx, network, address)
 	}
 	host, port, err := net.SplitHostPort(address)
@@ -189,9 +223,100 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
 		defer cancel()
 	}
+	primaries, fallbacks := partition(order)
+	if len(fallbacks) == 0 {
+		return d.dialSerial(ctx, network, primaries, failed)
+	}
+	return d.dialParallel(ctx, network, primaries, fallbacks, failed)
+}
+
+// partition splits order into the addresses of its first address's family
+// and the others, each in order, as net.Dialer's addrList.partition does.
+func partition(order []netip.AddrPort) (primaries, fallbacks []netip.AddrPort) {
+	first := order[0].Addr().Is4()
+	for _, ap := range order {
+		if ap.Addr().Is4() == first {
+			primaries = append(primaries, ap)
+		} else {
+			fallbacks = append(fallbacks, ap)
+		}
+	}
+	return primaries, fallbacks
+}
+
+// dialParallel races primaries, started at once, against fallbacks,
+// started after fallbackDelay or as soon as primaries failed, as
+// net.Dialer's dialParallel does: the first connection wins, and the
+// other racer is cancelled, its connection closed if it made one. When
+// both fail, the error is the primaries'.
+func (d *Dialer) dialParallel(ctx context.Context, network string, primaries, fallbacks []netip.AddrPort, failed *Set) (net.Conn, error) {
+	type result struct {
+		conn    net.Conn
+		err     error
+		primary bool
+	}
+	results := make(chan result, 2) // each racer sends once: neither outlives its send
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	race := func(addrs []netip.AddrPort, primary bool) {
+		conn, err := d.dialSerial(ctx, network, addrs, failed)
+		results <- result{conn, err, primary}
+	}
+	go race(primaries, true)
+	timer := time.NewTimer(fallbackDelay)
+	defer timer.Stop()
+	var primaryErr, fallbackErr error
+	started, pending := false, 1
+	for {
+		select {
+		case <-timer.C:
+			if !started {
+				started, pending = true, pending+1
+				go race(fallbacks, false)
+			}
+			continue
+		case r := <-results:
+			pending--
+			if r.err == nil {
+				if pending > 0 {
+					cancel()
+					go func() { // the loser: its connection, if it made one, is closed
+						if late := <-results; late.conn != nil {
+							late.conn.Close()
+						}
+					}()
+				}
+				return r.conn, nil
+			}
+			if r.primary {
+				primaryErr = r.err
+			} else {
+				fallbackErr = r.err
+			}
+			if r.primary && !started {
+				started, pending = true, pending+1
+				go race(fallbacks, false)
+			}
+		}
+		if pending == 0 {
+			return nil, cmpErr(primaryErr, fallbackErr)
+		}
+	}
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// dialSerial dials addrs one after another, each with a share of the time
+// left, until one connects, noting each that fails to connect.
+func (d *Dialer) dialSerial(ctx context.Context, network string, addrs []netip.AddrPort, failed *Set) (net.Conn, error) {
 	var last error
-	for i, ap := range order {
-		dctx, cancel := partial(ctx, len(order)-i)
+	for i, ap := range addrs {
+		dctx, cancel := partial(ctx, len(addrs)-i)
 		conn, err := d.Dial(dctx, network, ap.String())
 		cancel()
 		if err == nil {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -212,4 +214,92 @@ func TestOf(t *testing.T) {
 		_, ok := Of(err)
 		assert.False(t, ok, "%v", err)
 	}
+}
+
+var (
+	v6 = netip.MustParseAddr("2001:db8::1")
+	v4 = netip.MustParseAddr("192.0.2.1")
+)
+
+// dualStack is a name with an IPv6 and an IPv4 address, in that order;
+// dials to the addresses in holes hang until their context ends, as to a
+// black-holed route. It records the addresses (or the name) dialled.
+func dualStack(tab *Table, holes ...netip.Addr) (*Dialer, *[]string) {
+	var mu sync.Mutex
+	var dialled []string
+	return &Dialer{
+		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+			mu.Lock()
+			dialled = append(dialled, address)
+			mu.Unlock()
+			ap, err := netip.ParseAddrPort(address)
+			if err == nil && slices.Contains(holes, ap.Addr()) {
+				<-ctx.Done()
+				return nil, &net.OpError{Op: "dial", Net: network, Err: ctx.Err()}
+			}
+			c1, c2 := net.Pipe()
+			c2.Close()
+			return c1, nil
+		},
+		Lookup: func(ctx context.Context, network, host string) ([]netip.Addr, error) {
+			return []netip.Addr{v6, v4}, nil
+		},
+		Table:   tab,
+		Timeout: 30 * time.Second,
+	}, &dialled
+}
+
+// A name whose addresses never failed keeps net.Dialer's dual-stack race
+// even while the table remembers another name's failure: with its IPv6
+// black-holed, the dial takes the IPv4 address after the 300 ms fallback
+// delay, as net.Dialer does. (Any entry in the table, even an expired
+// one, sent every name through a serial loop: 15 s of the 30 s timeout on
+// the black hole first.)
+func TestDialKeepsHappyEyeballs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tab := new(Table)
+		tab.Failed(netip.AddrPortFrom(a1, 443), time.Now()) // another name's address
+		d, _ := dualStack(tab, v6)
+		began := time.Now()
+		require.NoError(t, dial(t, d, context.Background(), "dual.test:443"))
+		assert.LessOrEqual(t, time.Since(began), fallbackDelay, "as net.Dialer: the other family after 300 ms")
+	})
+}
+
+// Where the table avoids an address of the name, the dial puts it last
+// and still races the other family: never slower than net.Dialer.
+func TestDialAvoidingRacesTheFamilies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tab := new(Table)
+		tab.Failed(netip.AddrPortFrom(v6, 443), time.Now())
+		d, dialled := dualStack(tab, v6)
+		began := time.Now()
+		require.NoError(t, dial(t, d, context.Background(), "dual.test:443"))
+		assert.Zero(t, time.Since(began), "the avoided IPv6 address after the IPv4 one")
+		assert.Equal(t, []string{"192.0.2.1:443"}, *dialled)
+
+		// The IPv4 address failed lately and the IPv6 route is a black
+		// hole: IPv6 first, as avoided last, then IPv4 after the fallback
+		// delay, where a serial dial waited 15 s.
+		tab2 := new(Table)
+		tab2.Failed(netip.AddrPortFrom(v4, 443), time.Now())
+		d, _ = dualStack(tab2, v6)
+		began = time.Now()
+		require.NoError(t, dial(t, d, context.Background(), "dual.test:443"))
+		assert.Equal(t, fallbackDelay, time.Since(began))
+	})
+}
+
+// An entry that expired no longer takes a dial off net.Dialer's own path,
+// and is dropped.
+func TestExpiredEntriesLeaveTheDialersOwnPath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tab := new(Table)
+		tab.Failed(netip.AddrPortFrom(v6, 443), time.Now())
+		time.Sleep(AvoidFor)
+		d, dialled := dualStack(tab)
+		require.NoError(t, dial(t, d, context.Background(), "dual.test:443"))
+		assert.Equal(t, []string{"dual.test:443"}, *dialled, "the name, dialled by net.Dialer")
+		assert.Zero(t, tab.Len(), "the expired entry is dropped")
+	})
 }

@@ -4,6 +4,8 @@ package freshconn
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -71,5 +73,75 @@ func TestDialIsAConnectionOfItsOwn(t *testing.T) {
 		if got := opened.Load(); got != int32(i+1) {
 			t.Errorf("after %d dials, %d connections", i+1, got)
 		}
+	}
+}
+
+// oldH2 returns a Transport whose HTTP/2 is registered as x/net's
+// ConfigureTransports registers it before x/net v0.48: a TLSNextProto["h2"]
+// function for the pool's connections, and an "https" RoundTripper without
+// NewClientConn, which net/http's NewClientConn needs. The pool's HTTP/2
+// here answers every request itself; server negotiates h2 and sees no
+// request.
+func oldH2(server *httptest.Server) *http.Transport {
+	tr := server.Client().Transport.(*http.Transport).Clone()
+	tr.TLSClientConfig.NextProtos = []string{"h2", "http/1.1"}
+	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{
+		"h2": func(string, *tls.Conn) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req}, nil
+			})
+		},
+	}
+	tr.RegisterProtocol("https", roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, http.ErrSkipAltProtocol // no pooled connection of its own: net/http dials
+	}))
+	return tr
+}
+
+// h2Listener starts a TLS server that negotiates h2 and then only holds
+// its connections open.
+func h2Listener(t *testing.T) *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.TLS = &tls.Config{NextProtos: []string{"h2"}}
+	srv.Config.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){
+		"h2": func(_ *http.Server, c *tls.Conn, _ http.Handler) { io.Copy(io.Discard, c) },
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// net/http's NewClientConn fails over an HTTP/2 implementation without
+// NewClientConn with an error of no type of its own, after the handshake:
+// Dial reports it as ErrUnsupported. This fails if net/http reports it
+// some other way (then the Transport would fail retries that its pool
+// could serve).
+func TestDialOverAnHTTP2WithoutNewClientConn(t *testing.T) {
+	srv := h2Listener(t)
+	tr := oldH2(srv)
+	u, _ := url.Parse(srv.URL)
+	_, err := Dial(context.Background(), tr, u)
+	t.Log(err)
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Dial: %v, want ErrUnsupported", err)
+	}
+	// The pool still serves requests.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("the pool: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// A dial that fails in the network is not taken for ErrUnsupported.
+func TestDialThatFailsIsNotUnsupported(t *testing.T) {
+	srv := h2Listener(t)
+	tr := oldH2(srv)
+	u, _ := url.Parse(srv.URL)
+	srv.Close()
+	_, err := Dial(context.Background(), tr, u)
+	if err == nil || errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Dial to a closed server: %v, want the dial's error", err)
 	}
 }

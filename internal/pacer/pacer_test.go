@@ -53,11 +53,11 @@ func TestPacerAnnouncements(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := New()
-			if _, ok, _ := p.Admit(t0, time.Minute); !ok {
+			if _, ok, _, _ := p.Admit(t0, time.Minute, time.Minute); !ok {
 				t.Fatal("a fresh pacer refused")
 			}
 			p.Observe(t0, tc.resp, &tc.c, false)
-			wait, ok, _ := p.Admit(t0, time.Minute)
+			wait, ok, _, _ := p.Admit(t0, time.Minute, time.Minute)
 			if wait != tc.wait || !ok {
 				t.Errorf("admit = %v, %v; want %v, true", wait, ok, tc.wait)
 			}
@@ -76,10 +76,10 @@ func TestPacerWaitsAndRefuses(t *testing.T) {
 	t.Parallel()
 	p := New()
 	p.Observe(t0, answer(429, "Retry-After", "30"), &Hints{}, false)
-	if wait, ok, _ := p.Admit(t0.Add(10*time.Second), 25*time.Second); wait != 20*time.Second || !ok {
+	if wait, ok, _, _ := p.Admit(t0.Add(10*time.Second), 25*time.Second, 25*time.Second); wait != 20*time.Second || !ok {
 		t.Errorf("within the ceiling: %v, %v", wait, ok)
 	}
-	if wait, ok, _ := p.Admit(t0, 25*time.Second); wait != 30*time.Second || ok {
+	if wait, ok, _, _ := p.Admit(t0, 25*time.Second, 25*time.Second); wait != 30*time.Second || ok {
 		t.Errorf("past the ceiling: %v, %v", wait, ok)
 	}
 	if s := p.Snapshot(t0); s.Refused != 1 || s.Remaining != 0 {
@@ -92,7 +92,7 @@ func TestPacerWaitsAndRefuses(t *testing.T) {
 	if !p.AtRest(reset) {
 		t.Error("not at rest at the reset")
 	}
-	if wait, ok, _ := p.Admit(reset, 0); wait != 0 || !ok {
+	if wait, ok, _, _ := p.Admit(reset, 0, 0); wait != 0 || !ok {
 		t.Errorf("at the reset: %v, %v", wait, ok)
 	}
 	if p.AtRest(reset) {
@@ -131,7 +131,7 @@ func TestPacerNil(t *testing.T) {
 	var p *Pacer
 	p.Observe(t0, answer(429, "Retry-After", "3"), &Hints{}, false)
 	p.Done()
-	if wait, ok, _ := p.Admit(t0, 0); wait != 0 || !ok || !p.AtRest(t0) || p.Snapshot(t0).Remaining != -1 {
+	if wait, ok, _, _ := p.Admit(t0, 0, 0); wait != 0 || !ok || !p.AtRest(t0) || p.Snapshot(t0).Remaining != -1 {
 		t.Error("a nil pacer must admit everything and be at rest")
 	}
 }
@@ -149,7 +149,7 @@ func TestPacerConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 1000 {
-				if wait, _, _ := p.Admit(t0, time.Minute); wait == 0 {
+				if wait, _, _, _ := p.Admit(t0, time.Minute, time.Minute); wait == 0 {
 					mu.Lock()
 					peak = max(peak, p.inflight.Load())
 					mu.Unlock()
@@ -175,10 +175,147 @@ func BenchmarkPacerAdmit(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if wait, _, _ := p.Admit(t0, 0); wait != 0 {
+			if wait, _, _, _ := p.Admit(t0, 0, 0); wait != 0 {
 				b.Fatal("paced")
 			}
 			p.Done()
 		}
 	})
+}
+
+// accepted feeds p n accepted answers, evenly over the second before at.
+func accepted(p *Pacer, at time.Time, n int) {
+	for i := range n {
+		p.Observe(at.Add(-time.Second+time.Duration(i+1)*time.Second/time.Duration(n)), answer(200), &Hints{}, false)
+	}
+}
+
+// A 429 with Retry-After: 1 while the host accepts requests is a token
+// bucket's next token, not a window: nothing is held, and the rate is cut
+// to 90 % of what the host accepted. Once a second at most.
+func TestPacerShortWindowIsARateSignal(t *testing.T) {
+	t.Parallel()
+	p := New()
+	accepted(p, t0, 100)
+	p.Observe(t0, answer(429, "Retry-After", "1"), &Hints{}, false)
+	if s := p.Snapshot(t0); !s.Reset.IsZero() || s.Rate < 80 || s.Rate > 91 {
+		t.Fatalf("after a 429 with Retry-After: 1: %+v; want no window and a rate of about 90/s (the meter counts in 100 ms slots)", s)
+	}
+	p.Observe(t0.Add(500*time.Millisecond), answer(429, "Retry-After", "1"), &Hints{}, false)
+	if r := p.Snapshot(t0).Rate; r < 80 || r > 91 {
+		t.Errorf("a second throttle within the second cut the rate again: %v", r)
+	}
+	// The rate spaces the attempts: the first go at once (its burst of 50 ms), then one every 1/90 s.
+	var waits []time.Duration
+	for range 8 {
+		wait, ok, _, _ := p.Admit(t0.Add(time.Second), time.Minute, time.Minute)
+		if !ok {
+			t.Fatal("refused")
+		}
+		waits = append(waits, wait)
+	}
+	if waits[0] != 0 || waits[7] <= waits[6] {
+		t.Errorf("waits %v: want the first at once and later ones spaced", waits)
+	}
+	// A turn further than maxTurn is refused, and not counted in flight.
+	in := p.Snapshot(t0).InFlight
+	if _, ok, _, _ := p.Admit(t0.Add(time.Second), time.Minute, 0); ok || p.Snapshot(t0).InFlight != in {
+		t.Error("a turn past maxTurn was admitted, or left counted in flight")
+	}
+}
+
+// The same answer with nothing accepted in the last second is a window:
+// it holds, as a cool-down does.
+func TestPacerShortWindowWithoutAcceptsHolds(t *testing.T) {
+	t.Parallel()
+	p := New()
+	p.Observe(t0, answer(429, "Retry-After", "1"), &Hints{}, false)
+	if s := p.Snapshot(t0); s.Reset != t0.Add(time.Second) || s.Rate != 0 {
+		t.Errorf("%+v: want a window of a second and no rate", s)
+	}
+}
+
+// A longer window holds every attempt, and its end releases them at the
+// rate the host accepted before it, not all at once.
+func TestPacerWindowReleasesAtTheRate(t *testing.T) {
+	t.Parallel()
+	p := New()
+	accepted(p, t0, 50)
+	p.Observe(t0, answer(429, "Retry-After", "10"), &Hints{}, false)
+	if wait, ok, _, ticket := p.Admit(t0, time.Minute, time.Minute); wait != 10*time.Second || !ok || ticket {
+		t.Fatalf("admit during the window: %v %v %v", wait, ok, ticket)
+	}
+	end := t0.Add(10 * time.Second)
+	var last time.Duration
+	for i := range 20 {
+		wait, ok, _, _ := p.Admit(end, time.Minute, time.Minute)
+		if !ok {
+			t.Fatal("refused")
+		}
+		if i > 0 && wait < last {
+			t.Fatalf("turn %d waits %v, before the one before (%v)", i, wait, last)
+		}
+		last = wait
+	}
+	if last < 300*time.Millisecond {
+		t.Errorf("20 attempts released within %v: want them spaced at about 45 a second", last)
+	}
+}
+
+// A declared rate spaces attempts from the start, its burst at once, and
+// raises never pass it.
+func TestPacerDeclared(t *testing.T) {
+	t.Parallel()
+	p := NewDeclared(100, 10)
+	for i := range 12 {
+		wait, ok, _, ticket := p.Admit(t0, time.Minute, time.Minute)
+		want := time.Duration(0)
+		if i >= 10 {
+			want = time.Duration(i-9) * 10 * time.Millisecond
+		}
+		if !ok || !ticket || wait != want {
+			t.Errorf("attempt %d: %v %v %v, want a ticket after %v", i, wait, ok, ticket, want)
+		}
+		p.Done()
+	}
+	for i := range 30 {
+		at := t0.Add(time.Duration(i+1) * 1100 * time.Millisecond)
+		p.Admit(at, time.Minute, time.Minute) // waits
+		p.Observe(at, answer(200), &Hints{}, false)
+		p.Done()
+	}
+	if r := p.Snapshot(t0).Rate; r > 100.0001 {
+		t.Errorf("rate %v above the declared 100", r)
+	}
+	if p.AtRest(t0.Add(time.Hour)) != true {
+		t.Error("a declared pacer with nothing ahead is not at rest")
+	}
+}
+
+// While attempts wait for the learnt rate and nothing throttles, it
+// rises, fast back towards what the host took, then by 5 % a second; 30 s
+// without a throttle or a wait drop it.
+func TestPacerRaisesAndDrops(t *testing.T) {
+	t.Parallel()
+	p := New()
+	accepted(p, t0, 100)
+	p.Observe(t0, answer(429, "Retry-After", "1"), &Hints{}, false)
+	p.setRateLocked(20) // far below what the host took
+	at := t0
+	for range 3 {
+		at = at.Add(1100 * time.Millisecond)
+		for range 30 {
+			p.Admit(at, time.Minute, time.Minute) // the rate binds: attempts wait
+			p.Done()
+		}
+		p.Observe(at, answer(200), &Hints{}, false)
+	}
+	if r := p.Snapshot(at).Rate; r < 60 || r > 91 {
+		t.Errorf("rate %v after three seconds of waits: want it back near 90", r)
+	}
+	at = at.Add(dropAfter + time.Second)
+	p.Observe(at, answer(200), &Hints{}, false)
+	if r := p.Snapshot(at).Rate; r != 0 || !p.AtRest(at) {
+		t.Errorf("rate %v after %v of no throttle and no wait: want it dropped", r, dropAfter)
+	}
 }

@@ -31,7 +31,7 @@ import (
 
 // packages are the public packages whose API is a promise, by directory
 // relative to the repository's root.
-var packages = []string{".", "backoff", "chaos", "config", "httpretrytest", "otelhttpretry", "statuspage"}
+var packages = []string{".", "backoff", "chaos", "config", "httpretrytest", "otelhttpretry", "statuspage", "fleet", "fleet/fleettest"}
 
 func main() {
 	write := flag.Bool("w", false, "rewrite api/*.txt from the code")
