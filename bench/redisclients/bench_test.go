@@ -161,6 +161,10 @@ func TestGCRA(t *testing.T) {
 		}
 		ctx := context.Background()
 		key := "t" + k + strconv.FormatInt(time.Now().UnixNano(), 10)
+		// Real time passes between the leases (5.8 ms under -race in CI
+		// run 35): the tokens that came meanwhile, one every 10 ms, may be
+		// granted too.
+		start := time.Now()
 		var total int64
 		for i := 0; i < 5; i++ {
 			g, _, err := f.Lease(ctx, key, 10)
@@ -170,13 +174,15 @@ func TestGCRA(t *testing.T) {
 			total += g
 		}
 		g, w, _ := f.Lease(ctx, key, 10)
-		if total != 50 || g != 0 || w <= 0 || w > 10*time.Millisecond {
-			t.Fatalf("%s: burst granted %d, then %d wait %v", k, total, g, w)
+		came := int64(time.Since(start) / (10 * time.Millisecond))
+		if total != 50 || g > came+1 || g == 0 && (w <= 0 || w > 10*time.Millisecond) {
+			t.Fatalf("%s: burst granted %d, then %d wait %v (%d tokens came meanwhile)", k, total, g, w, came)
 		}
+		slept := time.Now()
 		time.Sleep(35 * time.Millisecond)
 		g, _, _ = f.Lease(ctx, key, 10)
-		if g < 3 || g > 4 {
-			t.Fatalf("%s: after 35ms got %d want 3", k, g)
+		if came := int64(time.Since(slept) / (10 * time.Millisecond)); g < 3 || g > came+1 {
+			t.Fatalf("%s: after 35ms got %d want 3 (at most %d)", k, g, came+1)
 		}
 		now := time.Now().UnixMilli()
 		ch, _ := f.Hold(ctx, "th"+key, now+10000)
