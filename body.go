@@ -432,18 +432,18 @@ func (b *aheadBody) readOn(w *window, size int) {
 	for !w.stop.Load() {
 		if len(buf) >= size {
 			var p [1]byte
-			m, err := b.orig.Read(p[:])
+			over, whole, err := readPeek(b.orig, &p)
 			w.mu.Lock()
-			if m > 0 && (err == nil || err == io.EOF) {
-				w.s.over, w.s.peek = true, p[0] // an io.EOF with it is left for orig to report again
-			} else {
+			switch {
+			case over:
+				w.s.over, w.s.peek = true, p[0]
+			case whole:
+				w.s.err = io.EOF
+			default:
 				w.s.err = err
 			}
 			w.mu.Unlock()
-			if m > 0 || err != nil {
-				break
-			}
-			continue
+			break
 		}
 		if len(buf) == cap(buf) {
 			next := min(2*cap(buf), size)
