@@ -30,6 +30,7 @@ type quotaShare struct {
 	rate      float64   // this process's share, requests a second; 0 before the first report
 	burst     float64   // its share of the quota's burst, at least 1
 	tat       time.Time // the theoretical arrival time of its next turn (GCRA at rate)
+	after     time.Time // no turn before: the others' queued turns go first (it joined them)
 	takes     int       // the Takes since the last report: the demand
 	reported  time.Time // when the share was last reported
 	quotaRate float64   // the quota's rate the share was computed for
@@ -91,7 +92,7 @@ func (f *Fleet) Take(key string, q httpretry.Quota, now time.Time, within time.D
 			// old shares until they hear of this one, and their queued
 			// turns (f.queue() at most) go at those, so its first turn
 			// waits about as long. Under the quota it does not.
-			s.tat = later(s.tat, time.Now().Add(f.queue()*4/5))
+			s.after = time.Now().Add(f.queue() * 4 / 5)
 			s.burst = 1
 		}
 		s.rate, s.quotaRate = share, rate
@@ -124,18 +125,24 @@ func (s *quotaShare) paceByOld(now time.Time, rate float64, within time.Duration
 func (s *quotaShare) pace(now time.Time, within time.Duration, f *Fleet) (wait time.Duration, ok bool) {
 	interval := time.Duration(float64(time.Second) / s.rate)
 	tolerance := time.Duration((s.burst - 1) * float64(interval))
-	t := s.tat
-	if t.Before(now) {
-		t = now
+	from := now // turns are queued from now, or from s.after
+	if s.after.After(from) {
+		from = s.after
 	}
-	wait = max(t.Sub(now)-tolerance, 0)
+	t := s.tat
+	if t.Before(from) {
+		t = from
+	}
+	queued := max(t.Sub(from)-tolerance, 0)
+	wait = from.Sub(now) + queued
 	switch {
 	case wait > within:
 		return wait, true
-	case wait > f.queue():
+	case queued > f.queue():
 		// A process queues at most f.queue() of turns at its share: a
 		// turn further away may no longer be its share when it comes
 		// (another process joined). Refused, as a turn past within is.
+		// The wait for s.after is not a turn queued: it is the others'.
 		return max(wait, within+time.Millisecond), true
 	}
 	s.tat = t.Add(interval)

@@ -50,3 +50,32 @@ func TestRegressTakeHugeWithinGrantsFreeTurns(t *testing.T) {
 		t.Errorf("%d of 5 Takes of a 1-per-hour quota went within a minute", free)
 	}
 }
+
+// Symptom: a process that joins another that has only made its first
+// report (whose demand is the whole rate until it is measured) waits
+// 80 ms for its first turn, and that wait counted against the 100 ms of
+// turns it may queue: a fourth call in the same moment was refused, with
+// the fleet under the quota (e2e TestFleetCost, CI run 35: 13 calls
+// ErrRateLimited at 90/s of a 100/s quota).
+func TestRegressJoinWaitRefusesTurnsUnderTheQuota(t *testing.T) {
+	srv := fleettest.Start(t)
+	a, b := process(t, srv, fleet.Options{}), process(t, srv, fleet.Options{})
+	q := httpretry.Quota{Limit: 100, Per: time.Second, Burst: 10}
+	if _, ok := a.Take("acct", q, time.Now(), time.Second); !ok {
+		t.Fatal("a's first Take: not shared")
+	}
+	now := time.Now()
+	var waits []time.Duration
+	for range 4 {
+		wait, ok := b.Take("acct", q, now, time.Second)
+		if !ok {
+			t.Fatal("b's Take: not shared")
+		}
+		waits = append(waits, wait)
+	}
+	for i, w := range waits {
+		if w > time.Second {
+			t.Errorf("call %d of 4 at once in the joining process was refused (wait %v; all: %v), want a turn within 1 s", i+1, w, waits)
+		}
+	}
+}
