@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,14 +200,7 @@ func TestFleetCoolDownBegunWhileWaitingForATurn(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		var mu sync.Mutex
-		var sent []time.Duration
-		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-			mu.Lock()
-			sent = append(sent, time.Since(start))
-			mu.Unlock()
-			return ixResp(req, 200), nil
-		})
+		base, sentAt := sendLog(start, func(req *http.Request, n int) *http.Response { return ixResp(req, 200) })
 		fleet := &httpretrytest.Fleet{}
 		tr := &httpretry.Transport{Base: base, Fleet: fleet, Policy: httpretry.Policy{MaxAttempts: 1,
 			Overload: httpretry.OverloadPolicy{Quota: httpretry.Quota{Limit: 1, Per: time.Second, Key: "acct"}}}}
@@ -224,8 +218,7 @@ func TestFleetCoolDownBegunWhileWaitingForATurn(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		fleet.Hold("acct", start.Add(10*time.Second), false) // another process was told 429 Retry-After
 		err = <-done
-		mu.Lock()
-		defer mu.Unlock()
+		sent := sentAt()
 		if err == nil {
 			require.Len(t, sent, 2)
 			assert.GreaterOrEqual(t, sent[1], 10*time.Second, "sent into the fleet's cool-down when its turn came")
@@ -234,4 +227,71 @@ func TestFleetCoolDownBegunWhileWaitingForATurn(t *testing.T) {
 			assert.Len(t, sent, 1, "a refused call sent nothing")
 		}
 	})
+}
+
+// A process whose attempts take their turns at the fleet's share of a
+// quota reads a 429 that says Retry-After: 1 (the next token is near) as
+// a sign that the shares are off for a moment, not as a window: it holds
+// neither itself nor the fleet for the second. Before, a process with
+// fewer than four answers in its last second held the whole fleet for
+// it, and 8 processes sharing a quota got a quarter of it (e2e
+// TestFleetSharedQuota, CI run 33).
+func TestFleetStray429DoesNotHoldTheFleet(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		base, sentAt := sendLog(start, func(req *http.Request, n int) *http.Response {
+			if n == 1 {
+				resp := ixResp(req, 429)
+				resp.Header.Set("Retry-After", "1")
+				return resp
+			}
+			return ixResp(req, 200)
+		})
+		fleet := &httpretrytest.Fleet{}
+		p := httpretry.Policy{Overload: httpretry.OverloadPolicy{Quota: httpretry.Quota{Limit: 100, Per: time.Second, Burst: 10, Key: "acct"}}}
+		a := &httpretry.Transport{Base: base, Fleet: fleet, Policy: p}
+		b := &httpretry.Transport{Base: base, Fleet: fleet, Policy: p}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := a.RoundTrip(get(t, t.Context())) // 429, then 200 after the Retry-After
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		}()
+		time.Sleep(10 * time.Millisecond)
+		for _, tr := range []*httpretry.Transport{a, b} {
+			resp, err := tr.RoundTrip(get(t, t.Context()))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		<-done
+		cooling, _ := fleet.Held("acct", start.Add(20*time.Millisecond))
+		sent := sentAt()
+		require.Len(t, sent, 4)
+		assert.Less(t, sent[1], 100*time.Millisecond, "the same process's next call was held: %v", sent)
+		assert.Less(t, sent[2], 100*time.Millisecond, "another process's call was held: %v", sent)
+		assert.True(t, cooling.IsZero(), "the fleet was held until %v", cooling.Sub(start))
+	})
+}
+
+// sendLog returns a fake Base that answers the nth request (from 1) as
+// respond says, and a func that returns when each request reached it,
+// since start.
+func sendLog(start time.Time, respond func(req *http.Request, n int) *http.Response) (http.RoundTripper, func() []time.Duration) {
+	var mu sync.Mutex
+	var sent []time.Duration
+	base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		sent = append(sent, time.Since(start))
+		n := len(sent)
+		mu.Unlock()
+		return respond(req, n), nil
+	})
+	return base, func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sent)
+	}
 }

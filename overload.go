@@ -25,6 +25,7 @@ type admission struct {
 	limited   bool             // holds a slot of s.limiter
 	paced     bool             // counted among s.pacer's attempts in flight
 	probe     bool             // let through the pacer's pause to see whether it still holds
+	shared    bool             // took its turn at the fleet's share of the quota
 	start     time.Time        // when the attempt was sent, for the limiter's round trip
 	patience  time.Duration
 }
@@ -102,6 +103,7 @@ func (c *callState) pace(ctx context.Context, a *attempt, s *hoststate.State) (p
 					return false, &refusal{StopRateLimited, fmt.Errorf("%w (%s): the fleet's quota gives a turn in %v", ErrRateLimited, s.Key, fw.Round(time.Millisecond))}
 				}
 				wait = max(wait, fw)
+				a.adm.shared = true
 			}
 			if wait == 0 {
 				return probe, nil
@@ -220,7 +222,7 @@ func (ad *admission) done(now time.Time, sig signal.Signal, resp *http.Response,
 	}
 	if ad.paced {
 		if hints != nil {
-			spent = s.Pacer.Observe(now, resp, hints, ad.probe)
+			spent = s.Pacer.Observe(now, resp, hints, ad.probe, ad.shared)
 		}
 		s.Pacer.Done()
 	}

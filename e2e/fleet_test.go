@@ -30,7 +30,14 @@ import (
 // at 100 ms: 0 fallbacks, 0 429s). These tests measure what is shared;
 // what a Redis that is slow or gone costs a call, TestFleetRedisFaults
 // measures (and fleet's stall tests), with a Timeout of their own.
-const fleetTimeout = 100 * time.Millisecond
+// HTTPRETRY_FLEET_TIMEOUT (a time.Duration) sets another, to see what a
+// shorter one costs.
+func fleetTimeout() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("HTTPRETRY_FLEET_TIMEOUT")); err == nil && d > 0 {
+		return d
+	}
+	return 100 * time.Millisecond
+}
 
 const fleetSection = "Fleet: processes sharing state through Redis"
 
@@ -60,7 +67,7 @@ func fleetOf(mode string, n int, url, redis, ns string, rate float64, d time.Dur
 	cfgs := make([]workerConfig, n)
 	for i := range cfgs {
 		cfgs[i] = workerConfig{Name: fmt.Sprintf("w%d", i), Mode: mode, URL: url, Redis: redis, Namespace: ns,
-			Rate: rate, Duration: d, StartAt: start.UnixNano(), FleetTimeout: fleetTimeout}
+			Rate: rate, Duration: d, StartAt: start.UnixNano(), FleetTimeout: fleetTimeout()}
 	}
 	return cfgs
 }
@@ -215,16 +222,13 @@ func TestFleetSharedQuota(t *testing.T) {
 	red := fleettest.Start(t)
 	d := pick(5*time.Second, 60*time.Second)
 	const workers, rate = 8, 50.0
-	// The short form (CI's) asserts loosely: on two cores with the race
-	// detector, a stray 429 now and then (a process's command late, a
-	// process pacing alone for a moment) makes the process that got it
-	// cut its own rate and hold a second (internal/pacer), and the run
-	// loses up to three quarters of its goodput: 0 429s and 100/s in most
-	// runs, 2.9 % and 25.8/s in CI run 35. That is a defect of issue 30
-	// still open (docs/fleet.md, "What it does not do (yet)"), not of the
-	// test: the short form reports the goodput and asserts only the 429s;
-	// the full form holds the strict bounds.
-	maxShare, minGoodput := pick(0.10, 0.01), pick(0.40, 0.95)
+	// The short form (CI's) asserts more loosely: on two cores with the
+	// race detector, a process's command is late now and then and a
+	// process paces alone for a moment. A stray 429 that follows no longer
+	// holds the fleet for its Retry-After second (TestFleetStray429-
+	// DoesNotHoldTheFleet; before, CI run 35 got 2.9 % 429s and 25.8/s of
+	// the 100/s).
+	maxShare, minGoodput := pick(0.10, 0.01), pick(0.80, 0.95)
 	slots := runModes(t, red.Addr, "quota", workers, rate, d, nil)
 	for _, s := range slots {
 		all := s.up.seen(s.at(0), 0, nil)
@@ -255,7 +259,7 @@ func TestFleetSharedQuota(t *testing.T) {
 			if share > maxShare {
 				t.Errorf("fleet: %d of %d requests were 429s (%.2f %%), want ≤ %.0f %%", n429, len(all), 100*share, 100*maxShare)
 			}
-			if fleetFull() && goodput < minGoodput*100 {
+			if goodput < minGoodput*100 {
 				t.Errorf("fleet: goodput %.1f/s, want ≥ %.0f %% of the quota", goodput, 100*minGoodput)
 			}
 			if n := s.failed(); n > 0 {

@@ -73,8 +73,13 @@ func (f *Fleet) Take(key string, q httpretry.Quota, now time.Time, within time.D
 	s.takes++
 	due := s.rate == 0 || s.stale || s.quotaRate != rate || now.Sub(s.reported) >= f.leaseFor || now.Before(s.reported)
 	if due && !s.reporting && up {
-		demand := rate // the first report asks for all of it: an equal share among those that want it
-		if !s.reported.IsZero() && s.quotaRate == rate {
+		// The first report asks for all of it: an equal share among those
+		// that want it. So does one after Redis forgot the last (three
+		// LeaseFor: the process was held by a cool-down, or idle): the
+		// few turns it took over the gap are no measure of what it wants
+		// now, and the others must wait for the turns it queues.
+		demand := rate
+		if !s.reported.IsZero() && s.quotaRate == rate && now.Sub(s.reported) < 3*f.leaseFor {
 			if since := now.Sub(s.reported).Seconds(); since > 0 {
 				demand = min(rate, float64(s.takes)/since)
 			}

@@ -79,3 +79,81 @@ func TestRegressJoinWaitRefusesTurnsUnderTheQuota(t *testing.T) {
 		}
 	}
 }
+
+// Symptom: processes held by a cool-down take no turns for longer than
+// Redis keeps their reports (three LeaseFor); at its end the first to
+// report was told it was alone, with the whole rate and burst, and each
+// that followed reported the few turns it took over the whole gap as its
+// demand, so none of them waited for the first one's queued turns: the
+// fleet sent its burst several times over, and 11 429s reached the
+// upstream in the second after a 3 s cool-down (e2e
+// TestFleetSharedCoolDown).
+func TestRegressRejoinAfterAGapOvershoots(t *testing.T) {
+	srv := fleettest.Start(t)
+	opts := fleet.Options{LeaseFor: 100 * time.Millisecond}
+	a, b := process(t, srv, opts), process(t, srv, opts)
+	q := httpretry.Quota{Limit: 100, Per: time.Second, Burst: 10}
+	// Both share the quota, then are held past their reports' life.
+	shareFor(q, 1, time.Second, a, b)
+	time.Sleep(400 * time.Millisecond)
+	now := time.Now()
+	soon := 0 // turns within 15 ms of now
+	for _, p := range []*fleet.Fleet{a, b} {
+		for range 15 {
+			if wait, ok := p.Take("acct", q, now, time.Second); ok && wait < 15*time.Millisecond {
+				soon++
+			}
+		}
+	}
+	// The quota's burst, and a turn and a half at its rate.
+	if soon > 12 {
+		t.Errorf("%d turns within 15 ms of a 100/s quota with burst 10, after both processes rejoined", soon)
+	}
+}
+
+// Symptom: a cool-down longer than Redis keeps the reports (three
+// LeaseFor) let every report expire while the processes were held, so
+// the first to take a turn at its end was told it was alone, with the
+// whole rate and burst, and spent the burst before the others rejoined:
+// 6 to 20 429s reached the upstream in the second after a 3 s cool-down
+// (e2e TestFleetSharedCoolDown). The cool-down keeps the reports of the
+// processes it holds alive past its end.
+func TestRegressCoolDownOutlivesTheShares(t *testing.T) {
+	srv := fleettest.Start(t)
+	opts := fleet.Options{LeaseFor: 100 * time.Millisecond}
+	a, b := process(t, srv, opts), process(t, srv, opts)
+	q := httpretry.Quota{Limit: 100, Per: time.Second, Burst: 10}
+	// Both want the whole rate, then a 429 holds them past their reports' life.
+	shareFor(q, 20, 0, a, b)
+	a.Hold("acct", time.Now().Add(400*time.Millisecond), false)
+	time.Sleep(450 * time.Millisecond)
+	now := time.Now()
+	turns := 0
+	for range 20 {
+		wait, ok := a.Take("acct", q, now, 0)
+		if !ok {
+			t.Fatal("a's Take after the cool-down: not shared")
+		}
+		if wait == 0 {
+			turns++
+		}
+	}
+	// Half the rate (b still shares it): half the burst at once.
+	if turns > 6 {
+		t.Errorf("the first process to take turns after a cool-down took %d at once, want at most half the quota's burst of 10", turns)
+	}
+}
+
+// shareFor has each process take n turns at "acct"'s quota q, at most
+// within away, three times 110 ms apart: a LeaseFor of 100 ms reports
+// each time.
+func shareFor(q httpretry.Quota, n int, within time.Duration, ps ...*fleet.Fleet) {
+	for range 3 {
+		for _, p := range ps {
+			for range n {
+				p.Take("acct", q, time.Now(), within)
+			}
+		}
+		time.Sleep(110 * time.Millisecond)
+	}
+}

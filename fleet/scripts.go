@@ -25,8 +25,12 @@ import "github.com/redis/rueidis"
 // holdScript holds KEYS[1] (ns:cool or ns:open) for ARGV[1] (the host key)
 // for ARGV[2] µs from Redis's now, and publishes it on ARGV[3] as kind
 // ARGV[4]. A cool-down only lengthens; an open breaker is set as given
-// and ends KEYS[2], the trial under way. It returns 1 if it changed
-// anything.
+// and ends KEYS[2], the trial under way. A cool-down also keeps the
+// reports of the processes sharing the key's quota (KEYS[3] and KEYS[4],
+// as shareScript has them) alive until ARGV[5] ms past its end: they take
+// no turns while it holds them, and at its end they rejoin as the
+// processes they were, not one alone that takes the whole quota and
+// burst. It returns 1 if it changed anything.
 var holdScriptSrc = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -38,6 +42,16 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 if #last == 2 then
   redis.call('PEXPIRE', KEYS[1], math.ceil((tonumber(last[2]) - now) / 1000) + 1000)
+end
+if ARGV[4] == 'cool' then
+  local nowMs = math.floor(now / 1000)
+  local keep = math.ceil(untilUs / 1000) + tonumber(ARGV[5])
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. nowMs, '(' .. keep)
+  for _, id in ipairs(ids) do redis.call('ZADD', KEYS[3], keep, id) end
+  if #ids > 0 then
+    redis.call('PEXPIRE', KEYS[3], keep - nowMs + tonumber(ARGV[5]))
+    redis.call('PEXPIRE', KEYS[4], keep - nowMs + tonumber(ARGV[5]))
+  end
 end
 if ARGV[4] == 'open' then redis.call('DEL', KEYS[2]) end
 redis.call('PUBLISH', ARGV[3], ARGV[4] .. '|' .. ARGV[2] .. '|' .. ARGV[1])

@@ -157,8 +157,8 @@ func (f *Fleet) push(key string, d time.Duration, open bool) bool {
 		set, kind = f.open, "open"
 	}
 	_, ok := f.do(func(ctx context.Context) rueidis.RedisResult {
-		return holdScript.Exec(ctx, f.c, []string{set, f.prefix + "trial:" + key},
-			[]string{key, strconv.FormatInt(d.Microseconds(), 10), f.channel, kind})
+		return holdScript.Exec(ctx, f.c, []string{set, f.prefix + "trial:" + key, f.prefix + "share:" + key, f.prefix + "demand:" + key},
+			[]string{key, strconv.FormatInt(d.Microseconds(), 10), f.channel, kind, strconv.FormatInt(max((3*f.leaseFor).Milliseconds(), 1), 10)})
 	})
 	return ok
 }

@@ -230,10 +230,14 @@ func (p *Pacer) Done() {
 
 // Observe learns the host's rate limit from resp (nil if the attempt got
 // none), received at now, as h says to read it. The answer to a probe
-// replaces what was known: no announcement in it ends the pause. When
-// resp spends the quota for a window (a cool-down), it returns the
-// window's end, else zero.
-func (p *Pacer) Observe(now time.Time, resp *http.Response, h *Hints, probe bool) (spent time.Time) {
+// replaces what was known: no announcement in it ends the pause. shared
+// says that the attempt took its turn at a fleet's share of the quota: a
+// short window is then a rate signal however few answers the host
+// accepted (the shares were off for a moment; the fleet's next report
+// mends them), never a window that holds every process. When resp spends
+// the quota for a window (a cool-down), it returns the window's end,
+// else zero.
+func (p *Pacer) Observe(now time.Time, resp *http.Response, h *Hints, probe, shared bool) (spent time.Time) {
 	if p == nil {
 		return time.Time{}
 	}
@@ -241,7 +245,7 @@ func (p *Pacer) Observe(now time.Time, resp *http.Response, h *Hints, probe bool
 	// Only a 429 is a throttle of the rate: a 200 that says none are
 	// left got the last one, and, announced for a window, holds it.
 	throttled := resp != nil && resp.StatusCode == http.StatusTooManyRequests
-	if p.learn(now, resp != nil, throttled, ok && d <= shortWindow) {
+	if p.learn(now, resp != nil, throttled, ok && d <= shortWindow, shared) {
 		return time.Time{} // a rate signal, not a window
 	}
 	switch {
@@ -267,10 +271,11 @@ func (p *Pacer) Hold(now, until time.Time) {
 
 // learn feeds the rate with an answer at now (answered false: none came),
 // which the host throttled or accepted, and whose announced window is at
-// most shortWindow (short). It reports whether the answer is a rate
-// signal that announces no window: a short one while the host accepted
-// requests in the last second.
-func (p *Pacer) learn(now time.Time, answered, throttled, short bool) bool {
+// most shortWindow (short), for an attempt paced by a fleet's share
+// (shared). It reports whether the answer is a rate signal that
+// announces no window: a short one while the host accepted requests in
+// the last second, or for a shared turn.
+func (p *Pacer) learn(now time.Time, answered, throttled, short, shared bool) bool {
 	if !answered && !short {
 		return false
 	}
@@ -280,11 +285,13 @@ func (p *Pacer) learn(now time.Time, answered, throttled, short bool) bool {
 		p.accepts.add(now)
 		p.raise(now)
 	}
-	if short && p.accepts.count(now) >= minAccepts {
-		if throttled {
-			p.cut(now)
+	if short {
+		if n := p.accepts.count(now); n >= minAccepts || shared {
+			if throttled && n >= minAccepts {
+				p.cut(now) // with fewer, the rate they show is no measure
+			}
+			return true
 		}
-		return true
 	}
 	if throttled {
 		p.engage(now) // the attempts the window holds are released at the rate

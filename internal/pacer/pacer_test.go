@@ -56,7 +56,7 @@ func TestPacerAnnouncements(t *testing.T) {
 			if _, ok, _, _ := p.Admit(t0, time.Minute, time.Minute); !ok {
 				t.Fatal("a fresh pacer refused")
 			}
-			p.Observe(t0, tc.resp, &tc.c, false)
+			p.Observe(t0, tc.resp, &tc.c, false, false)
 			wait, ok, _, _ := p.Admit(t0, time.Minute, time.Minute)
 			if wait != tc.wait || !ok {
 				t.Errorf("admit = %v, %v; want %v, true", wait, ok, tc.wait)
@@ -75,7 +75,7 @@ func TestPacerAnnouncements(t *testing.T) {
 func TestPacerWaitsAndRefuses(t *testing.T) {
 	t.Parallel()
 	p := New()
-	p.Observe(t0, answer(429, "Retry-After", "30"), &Hints{}, false)
+	p.Observe(t0, answer(429, "Retry-After", "30"), &Hints{}, false, false)
 	if wait, ok, _, _ := p.Admit(t0.Add(10*time.Second), 25*time.Second, 25*time.Second); wait != 20*time.Second || !ok {
 		t.Errorf("within the ceiling: %v, %v", wait, ok)
 	}
@@ -110,17 +110,17 @@ func TestPacerStaleAnswers(t *testing.T) {
 	t.Parallel()
 	p := New()
 	c := Hints{ResetHeader: "Reset", RemainingHeader: "Left"}
-	p.Observe(t0, answer(200, "Left", "0", "Reset", "10"), &c, false)
-	p.Observe(t0, answer(200, "Left", "5", "Reset", "9"), &c, false) // sent earlier, answered later
+	p.Observe(t0, answer(200, "Left", "0", "Reset", "10"), &c, false, false)
+	p.Observe(t0, answer(200, "Left", "5", "Reset", "9"), &c, false, false) // sent earlier, answered later
 	if s := p.Snapshot(t0); s.Remaining != 0 || s.Reset != t0.Add(10*time.Second) {
 		t.Errorf("after a stale answer: %+v", s)
 	}
-	p.Observe(t0.Add(time.Second), answer(429, "Retry-After", "30"), &c, false) // the server knows better
+	p.Observe(t0.Add(time.Second), answer(429, "Retry-After", "30"), &c, false, false) // the server knows better
 	if s := p.Snapshot(t0); s.Reset != t0.Add(31*time.Second) {
 		t.Errorf("a later reset: %+v", s)
 	}
 	next := t0.Add(31 * time.Second)
-	p.Observe(next, answer(200, "Left", "99", "Reset", "10"), &c, false) // the next window
+	p.Observe(next, answer(200, "Left", "99", "Reset", "10"), &c, false, false) // the next window
 	if s := p.Snapshot(next); s.Remaining != 99 || s.Reset != next.Add(10*time.Second) {
 		t.Errorf("next window: %+v", s)
 	}
@@ -129,7 +129,7 @@ func TestPacerStaleAnswers(t *testing.T) {
 func TestPacerNil(t *testing.T) {
 	t.Parallel()
 	var p *Pacer
-	p.Observe(t0, answer(429, "Retry-After", "3"), &Hints{}, false)
+	p.Observe(t0, answer(429, "Retry-After", "3"), &Hints{}, false, false)
 	p.Done()
 	if wait, ok, _, _ := p.Admit(t0, 0, 0); wait != 0 || !ok || !p.AtRest(t0) || p.Snapshot(t0).Remaining != -1 {
 		t.Error("a nil pacer must admit everything and be at rest")
@@ -142,7 +142,7 @@ func TestPacerConcurrent(t *testing.T) {
 	t.Parallel()
 	p := New()
 	c := Hints{ResetHeader: "Reset", RemainingHeader: "Left"}
-	p.Observe(t0, answer(200, "Left", "3", "Reset", "60"), &c, false)
+	p.Observe(t0, answer(200, "Left", "3", "Reset", "60"), &c, false, false)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	peak := int64(0)
@@ -153,7 +153,7 @@ func TestPacerConcurrent(t *testing.T) {
 					mu.Lock()
 					peak = max(peak, p.inflight.Load())
 					mu.Unlock()
-					p.Observe(t0, answer(200, "Left", "3", "Reset", "60"), &c, false)
+					p.Observe(t0, answer(200, "Left", "3", "Reset", "60"), &c, false, false)
 					p.Done()
 				}
 			}
@@ -171,7 +171,7 @@ func TestPacerConcurrent(t *testing.T) {
 func BenchmarkPacerAdmit(b *testing.B) {
 	p := New()
 	p.Observe(t0, answer(200, "X-RateLimit-Remaining", "4999", "X-RateLimit-Reset", "3600"),
-		&Hints{ResetHeader: "X-RateLimit-Reset", RemainingHeader: "X-RateLimit-Remaining"}, false)
+		&Hints{ResetHeader: "X-RateLimit-Reset", RemainingHeader: "X-RateLimit-Remaining"}, false, false)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -186,7 +186,7 @@ func BenchmarkPacerAdmit(b *testing.B) {
 // accepted feeds p n accepted answers, evenly over the second before at.
 func accepted(p *Pacer, at time.Time, n int) {
 	for i := range n {
-		p.Observe(at.Add(-time.Second+time.Duration(i+1)*time.Second/time.Duration(n)), answer(200), &Hints{}, false)
+		p.Observe(at.Add(-time.Second+time.Duration(i+1)*time.Second/time.Duration(n)), answer(200), &Hints{}, false, false)
 	}
 }
 
@@ -197,11 +197,11 @@ func TestPacerShortWindowIsARateSignal(t *testing.T) {
 	t.Parallel()
 	p := New()
 	accepted(p, t0, 100)
-	p.Observe(t0, answer(429, "Retry-After", "1"), &Hints{}, false)
+	p.Observe(t0, answer(429, "Retry-After", "1"), &Hints{}, false, false)
 	if s := p.Snapshot(t0); !s.Reset.IsZero() || s.Rate < 80 || s.Rate > 91 {
 		t.Fatalf("after a 429 with Retry-After: 1: %+v; want no window and a rate of about 90/s (the meter counts in 100 ms slots)", s)
 	}
-	p.Observe(t0.Add(500*time.Millisecond), answer(429, "Retry-After", "1"), &Hints{}, false)
+	p.Observe(t0.Add(500*time.Millisecond), answer(429, "Retry-After", "1"), &Hints{}, false, false)
 	if r := p.Snapshot(t0).Rate; r < 80 || r > 91 {
 		t.Errorf("a second throttle within the second cut the rate again: %v", r)
 	}
@@ -229,7 +229,7 @@ func TestPacerShortWindowIsARateSignal(t *testing.T) {
 func TestPacerShortWindowWithoutAcceptsHolds(t *testing.T) {
 	t.Parallel()
 	p := New()
-	p.Observe(t0, answer(429, "Retry-After", "1"), &Hints{}, false)
+	p.Observe(t0, answer(429, "Retry-After", "1"), &Hints{}, false, false)
 	if s := p.Snapshot(t0); s.Reset != t0.Add(time.Second) || s.Rate != 0 {
 		t.Errorf("%+v: want a window of a second and no rate", s)
 	}
@@ -241,7 +241,7 @@ func TestPacerWindowReleasesAtTheRate(t *testing.T) {
 	t.Parallel()
 	p := New()
 	accepted(p, t0, 50)
-	p.Observe(t0, answer(429, "Retry-After", "10"), &Hints{}, false)
+	p.Observe(t0, answer(429, "Retry-After", "10"), &Hints{}, false, false)
 	if wait, ok, _, ticket := p.Admit(t0, time.Minute, time.Minute); wait != 10*time.Second || !ok || ticket {
 		t.Fatalf("admit during the window: %v %v %v", wait, ok, ticket)
 	}
@@ -281,7 +281,7 @@ func TestPacerDeclared(t *testing.T) {
 	for i := range 30 {
 		at := t0.Add(time.Duration(i+1) * 1100 * time.Millisecond)
 		p.Admit(at, time.Minute, time.Minute) // waits
-		p.Observe(at, answer(200), &Hints{}, false)
+		p.Observe(at, answer(200), &Hints{}, false, false)
 		p.Done()
 	}
 	if r := p.Snapshot(t0).Rate; r > 100.0001 {
@@ -299,7 +299,7 @@ func TestPacerRaisesAndDrops(t *testing.T) {
 	t.Parallel()
 	p := New()
 	accepted(p, t0, 100)
-	p.Observe(t0, answer(429, "Retry-After", "1"), &Hints{}, false)
+	p.Observe(t0, answer(429, "Retry-After", "1"), &Hints{}, false, false)
 	p.setRateLocked(20) // far below what the host took
 	at := t0
 	for range 3 {
@@ -308,13 +308,13 @@ func TestPacerRaisesAndDrops(t *testing.T) {
 			p.Admit(at, time.Minute, time.Minute) // the rate binds: attempts wait
 			p.Done()
 		}
-		p.Observe(at, answer(200), &Hints{}, false)
+		p.Observe(at, answer(200), &Hints{}, false, false)
 	}
 	if r := p.Snapshot(at).Rate; r < 60 || r > 91 {
 		t.Errorf("rate %v after three seconds of waits: want it back near 90", r)
 	}
 	at = at.Add(dropAfter + time.Second)
-	p.Observe(at, answer(200), &Hints{}, false)
+	p.Observe(at, answer(200), &Hints{}, false, false)
 	if r := p.Snapshot(at).Rate; r != 0 || !p.AtRest(at) {
 		t.Errorf("rate %v after %v of no throttle and no wait: want it dropped", r, dropAfter)
 	}
