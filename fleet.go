@@ -28,7 +28,8 @@ import (
 // (its store is down, slow, or has never heard of key), it answers as a
 // fleet that knows nothing does (zero times, ok false), and the Transport
 // goes on with its own state: each process's pacing and breakers work as
-// without a fleet. Times are the caller's clock.
+// without a fleet. Times are the caller's clock. A Fleet that is also an
+// expvar.Var reports its own state there, and statuspage.Handler shows it.
 type Fleet interface {
 	// Held returns, at now, until when the fleet holds key's new
 	// attempts: cooling, a cool-down (they wait for it, or fail with

@@ -25,6 +25,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,22 +71,24 @@ type Stats struct {
 	// Up reports that Redis answers and the Fleet's subscription is
 	// live: the processes share state. While it is false each process
 	// keeps its own.
-	Up bool
+	Up bool `json:"up"`
 	// Downs counts the times Redis became unreachable, slow or wrong
 	// and the Fleet fell back to each process's own state.
-	Downs int64
+	Downs int64 `json:"downs"`
 	// Slow counts the commands that missed Options.Timeout: the call
 	// that waited went on by its process's own state. Three in a row
 	// count as Redis being down.
-	Slow int64
+	Slow int64 `json:"slow"`
 	// Commands counts the Redis commands the Fleet sent (scripts
-	// included); Leases the reports that took a share of a quota.
-	Commands, Leases int64
+	// included).
+	Commands int64 `json:"commands"`
+	// Leases counts the reports that took a share of a quota.
+	Leases int64 `json:"leases"`
 	// Invalid counts the replies and messages that were refused as
 	// malformed or out of bounds.
-	Invalid int64
+	Invalid int64 `json:"invalid"`
 	// Messages counts the messages received from the other processes.
-	Messages int64
+	Messages int64 `json:"messages"`
 }
 
 // Fleet is an httpretry.Fleet on Redis. It is safe for concurrent use;
@@ -192,6 +195,17 @@ func (f *Fleet) Close() error {
 	f.wg.Wait()
 	f.up.Store(false)
 	return nil
+}
+
+// String returns f's Stats as a JSON object, so that a Fleet is an
+// expvar.Var: expvar.Publish("httpretry_fleet", f) serves it at
+// /debug/vars, and statuspage.Handler shows it above its hosts.
+func (f *Fleet) String() string {
+	b, err := json.Marshal(f.Stats())
+	if err != nil { // Stats is booleans and counts: it always encodes
+		return "{}"
+	}
+	return string(b)
 }
 
 // Stats returns f's counts.

@@ -2,10 +2,13 @@ package fleet_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"expvar"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,6 +20,7 @@ import (
 	"github.com/seedhq/httpretry"
 	"github.com/seedhq/httpretry/fleet"
 	"github.com/seedhq/httpretry/fleet/fleettest"
+	"github.com/seedhq/httpretry/statuspage"
 )
 
 // syncBuffer is a log destination safe for concurrent writes.
@@ -508,5 +512,23 @@ func TestCloseLeavesNothingRunning(t *testing.T) {
 		if down {
 			srv.Restart()
 		}
+	}
+}
+
+// A Fleet is an expvar.Var whose String is its Stats as JSON, and the
+// status page shows it above the hosts.
+func TestFleetOnTheStatusPage(t *testing.T) {
+	srv := fleettest.Start(t)
+	f := process(t, srv, fleet.Options{})
+	var v expvar.Var = f
+	var st fleet.Stats
+	if err := json.Unmarshal([]byte(v.String()), &st); err != nil || !st.Up || st.Commands == 0 {
+		t.Fatalf("String %s: %+v, %v; want Stats, up, with commands", v.String(), st, err)
+	}
+	tr := &httpretry.Transport{Fleet: f}
+	w := httptest.NewRecorder()
+	statuspage.Handler(tr).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	if page := w.Body.String(); w.Code != 200 || !strings.Contains(page, `Fleet: up <b class="up">true</b> · downs <b>0</b>`) {
+		t.Errorf("status page %d does not show the fleet up:\n%s", w.Code, page)
 	}
 }

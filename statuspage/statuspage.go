@@ -40,6 +40,11 @@ import (
 // whole before the status is sent: one that fails to render answers 500,
 // never a 200 with a cut body.
 //
+// When t.Fleet is also an expvar.Var (the fleet module's Fleet is), the
+// page shows the fleet's state above the hosts, and the JSON has it as
+// "fleet": the object its String returns, at most 32 fields. One whose
+// String is not a JSON object, or panics, is shown as that, not trusted.
+//
 // The page is plain HTML with no script, and escapes every value: host
 // names come from the URLs the process was asked to fetch. It serves GET
 // and HEAD. It lists the hosts the process talks to, so mount it where
@@ -91,6 +96,7 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stats, total := h.t.StatsPage(httpretry.StatsQuery{Filter: filter, Offset: (page - 1) * per, Limit: per})
 	now := time.Now()
 	view := pageOf{Filter: filter, Page: page, Per: per, Total: total, First: (page-1)*per + 1}
+	view.Fleet = fleetOf(h.t.Fleet)
 
 	hdr := w.Header()
 	hdr.Set("Cache-Control", "no-store")
@@ -132,6 +138,7 @@ type pageOf struct {
 	Total      int // hosts that match the filter
 	First      int // the page's first row, from 1
 	Prev, Next string
+	Fleet      *fleetView // nil: the Transport has no Fleet that reports its state
 }
 
 // reportsLevel reports whether b reports a level at all: BudgetStats
@@ -294,6 +301,7 @@ type (
 		Per         int          `json:"per"`
 		Filter      string       `json:"filter,omitempty"`
 		Hosts       []statusHost `json:"hosts"`
+		Fleet       fleetJSON    `json:"fleet,omitzero"`
 	}
 	statusHost struct {
 		Host        string          `json:"host"`
@@ -365,7 +373,7 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 
 func statusJSON(stats []httpretry.HostStats, now time.Time, of pageOf) statusDoc {
 	doc := statusDoc{GeneratedAt: now.UTC(), Total: of.Total, Page: of.Page, Per: of.Per, Filter: of.Filter,
-		Hosts: make([]statusHost, 0, len(stats))}
+		Hosts: make([]statusHost, 0, len(stats)), Fleet: fleetJSON{of.Fleet}}
 	for _, s := range stats {
 		h := statusHost{Host: s.Host, Attempts: s.Attempts, Retries: s.Retries, LastUsed: s.LastUsed.UTC()}
 		if b := s.Breaker; b != nil {
@@ -428,6 +436,7 @@ h1 { font-size: 1.3em; margin: 0 0 .3em; }
 p.summary { margin: 0 0 1em; color: #444; }
 p.summary b.open { color: #b42318; }
 p.summary b.half-open, p.summary b.low { color: #9a5b00; }
+p.summary b.up { color: #2f7d32; }
 table { border-collapse: collapse; min-width: 60em; }
 th, td { border-bottom: 1px solid #d8dee4; padding: .35em .7em; text-align: left; vertical-align: top; }
 th { background: #f3f5f7; font-weight: 600; white-space: nowrap; }
@@ -454,7 +463,8 @@ p.note { color: #57606a; font-size: .9em; max-width: 60em; }
 <b class="half-open">{{.HalfOpen}} half-open</b> ·
 <b class="low">{{.LowBudgets}} budget{{if ne .LowBudgets 1}}s{{end}} below {{.LowBudgetAt}}</b> on this page ·
 generated {{.Generated}} · <a href="?format=json">JSON</a></p>
-<form method="get"><input name="filter" value="{{.Of.Filter}}" placeholder="host contains…"> <button>Filter</button>
+{{with .Of.Fleet}}<p class="summary">Fleet:{{with .Problem}} <span class="low">{{.}}</span>{{end}}{{range $i, $f := .Fields}}{{if $i}} ·{{end}} {{$f.Name}} <b{{if eq $f.Name "up"}} class="{{if eq $f.Value "true"}}up{{else}}open{{end}}"{{end}}>{{$f.Value}}</b>{{end}}</p>
+{{end}}<form method="get"><input name="filter" value="{{.Of.Filter}}" placeholder="host contains…"> <button>Filter</button>
 {{with .Of.Prev}}<a href="{{.}}">← previous</a>{{end}} {{with .Of.Next}}<a href="{{.}}">next →</a>{{end}}</form>
 <table>
 <thead><tr>
