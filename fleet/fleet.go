@@ -103,8 +103,9 @@ type Fleet struct {
 	cool, open, channel string // the keys of the sets and the channel
 	prefix              string // ns + ":"
 
-	mu   sync.RWMutex
-	keys map[string]*entry
+	mu    sync.RWMutex
+	keys  map[string]*entry
+	swept time.Time // when the keys at rest were last forgotten (sweep)
 
 	up         atomic.Bool
 	synced     chan struct{} // closed after the first sync
@@ -124,7 +125,8 @@ type Fleet struct {
 var _ httpretry.Fleet = (*Fleet)(nil)
 
 // maxKeys bounds the host keys a Fleet keeps, as the Transport bounds its
-// hosts: past it, a new key is not shared.
+// hosts: past it, the keys at rest are forgotten to make room, and while
+// none is, a new key is not shared.
 const maxKeys = 10000
 
 // maxHold bounds a time read from Redis or from another process: a

@@ -43,7 +43,7 @@ type entry struct {
 const failureWindow = time.Minute
 
 // entry returns key's entry, making it when create is set and there is
-// room (maxKeys); nil otherwise.
+// room (maxKeys, after the keys at rest are forgotten); nil otherwise.
 func (f *Fleet) entry(key string, create bool) *entry {
 	f.mu.RLock()
 	e := f.keys[key]
@@ -53,11 +53,47 @@ func (f *Fleet) entry(key string, create bool) *entry {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e = f.keys[key]; e == nil && len(f.keys) < maxKeys {
-		e = &entry{}
-		f.keys[key] = e
+	if e = f.keys[key]; e == nil {
+		if len(f.keys) >= maxKeys {
+			f.sweep(time.Now())
+		}
+		if len(f.keys) < maxKeys {
+			e = &entry{}
+			f.keys[key] = e
+		}
 	}
 	return e
+}
+
+// sweep forgets, at now, the keys at rest, to make room for new ones; f.mu
+// is held for writing. It scans at most once a second, so that a table
+// full of keys in use costs a scan a second, not one per new key. An
+// entry in use (its lock held) is kept. What it forgot is in Redis still,
+// and comes back with the next message, sync or report about the key.
+func (f *Fleet) sweep(now time.Time) {
+	if !f.swept.IsZero() && now.Sub(f.swept) < time.Second {
+		return
+	}
+	f.swept = now
+	for key, e := range f.keys {
+		if !e.mu.TryLock() {
+			continue
+		}
+		if e.atRest(now, 3*f.leaseFor) {
+			delete(f.keys, key)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// atRest reports whether e holds nothing at now that the process would
+// lose by forgetting it: no cool-down or open breaker, no trial, no run
+// of failures heard, nothing waiting for Redis, and no share of a quota
+// that Redis still keeps (keep after its report).
+func (e *entry) atRest(now time.Time, keep time.Duration) bool {
+	q := &e.quota
+	return !e.cooling.After(now) && !e.open.After(now) && !e.trial && !e.claiming && e.failures == 0 &&
+		!e.pendingCool && !e.pendingOpen && !q.reporting && (q.reported.IsZero() || now.Sub(q.reported) >= keep)
 }
 
 // Held returns, at now, until when the fleet holds key's new attempts,
