@@ -679,6 +679,12 @@ type resumeBody struct {
 	err    error                   // the read ended for good: what every Read returns
 }
 
+// resumeAtOnce is how much of a body must have arrived since it was
+// accepted for its cut to be resumed at once: a body that flowed, cut
+// once. A server that cuts sooner every time is resumed after a backoff,
+// so that its resumes never outnumber its deliveries of 64 KiB.
+const resumeAtOnce = 64 << 10
+
 // errBodyClosed is what a Read returns after the body was closed during
 // a resume.
 var errBodyClosed = errors.New("httpretry: read on closed response body")
@@ -789,6 +795,10 @@ func (b *resumeBody) resume(cause error) (err error) {
 		// Every resume is still charged to the budget.
 		b.left, b.tries, b.prevDelay = b.max, 0, 0
 	}
+	// A body that was flowing (resumeAtOnce bytes or more since it was
+	// accepted) and broke is an isolated cut: its first resume goes at
+	// once. The backoff is for the cuts in a row, which bring nothing.
+	atOnce := b.off-b.acceptedAt >= resumeAtOnce
 	for {
 		if b.left <= 0 {
 			return &ResumeError{Offset: b.off, Reason: "no resumes left", Err: cause, Cause: last}
@@ -797,9 +807,13 @@ func (b *resumeBody) resume(cause error) (err error) {
 		if !c.reserve(false) {
 			return &ResumeError{Offset: b.off, Reason: "the retry budget is empty", Err: cause, Cause: ErrBudgetExhausted}
 		}
-		b.tries++
-		d := c.p.backoff.Delay(b.tries, b.prevDelay, nil)
-		b.prevDelay = d
+		var d time.Duration
+		if !atOnce {
+			b.tries++
+			d = c.p.backoff.Delay(b.tries, b.prevDelay, nil)
+			b.prevDelay = d
+		}
+		atOnce = false
 		if b.asked > 0 {
 			d = max(d, addJitter(b.asked)) // never earlier than asked, as a retry
 			b.asked = 0

@@ -594,3 +594,36 @@ func TestResumeRetryAfterAboveTheBoundEndsTheRead(t *testing.T) {
 		assert.Less(t, time.Since(start), time.Second, "no wait for the hour asked")
 	})
 }
+
+// An isolated cut of a body that was flowing (64 KiB or more since it was
+// accepted) is resumed at once; the backoff is for cuts in a row, which
+// bring nothing. Before, every resume waited a first retry's backoff, and
+// a 64 MiB download cut every 8 MiB over loopback ran at 0.14 of its
+// uncut speed with the default policy.
+func TestResumeAfterAFlowingBodyGoesAtOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		base := &rangeBase{content: strings.Repeat("0123456789abcdef", 1<<16), cut: 256 << 10}
+		var waits []time.Duration
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: recordingBackoff{Strategy: backoff.Default(), waits: &waits}}}
+		start := time.Now()
+		got, err := download(t, context.Background(), tr, site, nil)
+		require.NoError(t, err)
+		assert.Equal(t, base.content, string(got))
+		assert.Len(t, base.requests(), 4, "three resumes, each after 256 KiB")
+		assert.Empty(t, waits, "a resume after a flowing body waited a backoff")
+		assert.Zero(t, time.Since(start), "the download waited")
+		base.allClosed(t)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// The resumes after the first bring nothing: each waits its backoff.
+		base := &rangeBase{content: strings.Repeat("0123456789abcdef", 1<<14), cut: 128 << 10, stall: true}
+		var waits []time.Duration
+		tr := &httpretry.Transport{Base: base, Policy: httpretry.Policy{Backoff: recordingBackoff{Strategy: backoff.Default(), waits: &waits}}}
+		_, err := download(t, context.Background(), tr, site, nil)
+		var re *httpretry.ResumeError
+		require.ErrorAs(t, err, &re)
+		assert.Len(t, base.requests(), 4, "the default three resumes")
+		assert.Len(t, waits, 2, "the first resume goes at once, the two in a row after it wait")
+	})
+}
