@@ -602,7 +602,8 @@ func (c *callState) attemptRequest(ctx context.Context, pl *plan, rc io.ReadClos
 	}
 	moved := pl.ep != srcEp // src went to another endpoint than this attempt goes to
 	var areq *http.Request
-	if c.Key != "" || c.p.attemptHeader != "" || pl.prepare || pl.kind == resumeAttempt || pl.inRound || moved {
+	switch {
+	case pl.prepare || pl.kind == resumeAttempt || pl.inRound || moved:
 		areq = src.Clone(ctx)
 		switch {
 		case moved && pl.addr == "":
@@ -612,14 +613,19 @@ func (c *callState) attemptRequest(ctx context.Context, pl *plan, rc io.ReadClos
 			// name follows it) and in the Host header.
 			areq.URL.Host, areq.Host = pl.addr, pl.addr
 		}
-		if c.Key != "" {
-			areq.Header[c.p.keyHeader] = []string{c.Key}
-		}
-		if c.p.attemptHeader != "" {
-			setHeader(areq.Header, c.p.attemptHeader, strconv.Itoa(n))
-		}
-	} else {
+	case c.Key != "" || c.p.attemptHeader != "":
+		// Only the header changes: a shallow copy with a header of its
+		// own, not a clone of the URL and the rest.
 		areq = src.WithContext(ctx)
+		areq.Header = src.Header.Clone()
+	default:
+		areq = src.WithContext(ctx)
+	}
+	if c.Key != "" {
+		areq.Header[c.p.keyHeader] = []string{c.Key}
+	}
+	if c.p.attemptHeader != "" {
+		setHeader(areq.Header, c.p.attemptHeader, strconv.Itoa(n))
 	}
 	if c.body != nil {
 		areq.Body = rc

@@ -178,3 +178,25 @@ func TestAttemptHeaderMustNotBeAKeyHeader(t *testing.T) {
 		Hosts: map[string]httpretry.Policy{"api.example.com": {Keys: httpretry.KeyPolicy{Header: "X-Key"}}}}
 	assert.ErrorContains(t, tr.Validate(), `Transport.Hosts["api.example.com"].AttemptHeader`)
 }
+
+// Every call gets a key of its own: 10,000 POSTs, 10,000 distinct
+// version 4 UUIDs.
+func TestIdempotencyKeysAreDistinct(t *testing.T) {
+	seen := make(map[string]bool, 10_000)
+	tr := &httpretry.Transport{Base: httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		k := req.Header.Get("Idempotency-Key")
+		if !uuidV4.MatchString(k) || seen[k] {
+			t.Fatalf("key %q: not a version 4 UUID, or seen before", k)
+		}
+		seen[k] = true
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	})}
+	for range 10_000 {
+		req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/v1/charges", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+}
