@@ -582,7 +582,7 @@ func (c *callState) resumable(resp *http.Response) {
 	if _, ok := resp.Body.(io.Writer); ok {
 		return
 	}
-	if !identityCoded(resp.Header) {
+	if !identityCoded(resp.Header) || signedOverRange(req.Header) {
 		return
 	}
 	if strings.EqualFold(strings.TrimSpace(resp.Header.Get("Accept-Ranges")), "none") {
@@ -597,6 +597,36 @@ func (c *callState) resumable(resp *http.Response) {
 	// heap.
 	resp.Body = &resumeBody{c: *c, cur: resp.Body, etag: etag, lastModified: lastModified,
 		total: resp.ContentLength, left: c.p.maxResumes, max: c.p.maxResumes}
+}
+
+// signedOverRange reports whether h, a request's header, carries a
+// signature made above the Transport that covers the Range header a
+// resume adds, so that the server would refuse the resume: Azure
+// Storage's Shared Key schemes ("SharedKey account:signature",
+// "SharedKeyLite …"), whose string to sign includes Range, or an AWS
+// Signature Version 4 whose SignedHeaders name range or if-range. A
+// scheme that signs no header (a bearer token, a SAS or presigned URL),
+// or SigV4 without those (aws-sdk-go-v2 signs neither), is resumed.
+func signedOverRange(h http.Header) bool {
+	auth := strings.TrimSpace(h.Get("Authorization"))
+	scheme, params, _ := strings.Cut(auth, " ")
+	switch {
+	case strings.EqualFold(scheme, "SharedKey"), strings.EqualFold(scheme, "SharedKeyLite"):
+		return true
+	case strings.EqualFold(scheme, "AWS4-HMAC-SHA256"):
+		for p := range strings.SplitSeq(params, ",") {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if !strings.EqualFold(k, "SignedHeaders") {
+				continue
+			}
+			for name := range strings.SplitSeq(v, ";") {
+				if strings.EqualFold(name, "range") || strings.EqualFold(name, "if-range") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // strongValidator returns the strong validator of a response with header
