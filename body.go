@@ -592,6 +592,15 @@ func (c *callState) resumable(resp *http.Response) {
 	if etag == "" && lastModified == "" {
 		return
 	}
+	s := c.state
+	if s == nil {
+		s = c.t.states.Load(c.h)
+	}
+	if s != nil {
+		if until := s.ResumesRefusedUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+			return // it refused a resume lately: the cut reaches the caller as such
+		}
+	}
 	// The body keeps a copy of the call for the resumes, which come after
 	// RoundTrip returned: a call whose body is not resumable stays off the
 	// heap.
@@ -708,6 +717,10 @@ type resumeBody struct {
 	cancel context.CancelCauseFunc // ends ctx, at Close
 	err    error                   // the read ended for good: what every Read returns
 }
+
+// resumeRefusalHold is how long a host that refused a resume 401 or 403
+// is not sent another: its cut bodies reach the caller as cut meanwhile.
+const resumeRefusalHold = time.Minute
 
 // resumeAtOnce is how much of a body must have arrived since it was
 // accepted for its cut to be resumed at once: a body that flowed, cut
@@ -957,6 +970,11 @@ func (b *resumeBody) send(ctx context.Context, a *attempt) (body io.ReadCloser, 
 		a.end()
 		if retry {
 			return nil, errors.New("httpretry: the resume got " + a.Response.Status), true
+		}
+		if st := a.Response.StatusCode; (st == http.StatusUnauthorized || st == http.StatusForbidden) && c.state != nil {
+			// A signature, token or policy that does not allow the Range:
+			// the next cuts at the host would be refused the same way.
+			c.state.ResumesRefusedUntil.Store(time.Now().Add(resumeRefusalHold).UnixNano())
 		}
 		return nil, &ResumeError{Offset: b.off, Status: a.Response.StatusCode, Reason: reason}, false
 	}

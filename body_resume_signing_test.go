@@ -7,10 +7,12 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -111,4 +113,59 @@ func TestResumeNotSentWhenTheSignatureCoversRange(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A host that refused a resume 401 or 403 (a signature, a token or a
+// policy that does not allow the Range) is not resumed for a minute: its
+// next cut bodies reach the caller as cut, with no wasted request each,
+// and after the minute a resume is tried again.
+func TestResumeRefusedHostIsNotResumedForAWhile(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var ranges []string
+		base := httpretrytest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			ranges = append(ranges, req.Header.Get("Range"))
+			mu.Unlock()
+			if req.Header.Get("Range") != "" {
+				return &http.Response{StatusCode: http.StatusForbidden, Request: req, Body: http.NoBody, Header: http.Header{}}, nil
+			}
+			body := httpretrytest.NewBody(strings.Repeat("0123456789", 1000))
+			body.FailAfter(4000, nil)
+			return &http.Response{StatusCode: http.StatusOK, Request: req, Body: body, ContentLength: 10000,
+				Header: http.Header{"Etag": {`"v1"`}}}, nil
+		})
+		tr := &httpretry.Transport{Base: base}
+		download := func() error {
+			req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, site, nil)
+			require.NoError(t, err)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			_, err = io.ReadAll(resp.Body)
+			return err
+		}
+		sent := func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(ranges)
+		}
+		var re *httpretry.ResumeError
+		err := download()
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, http.StatusForbidden, re.Status)
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the refused resume ends with the cut")
+		assert.Equal(t, []string{"", "bytes=4000-"}, sent())
+
+		time.Sleep(30 * time.Second)
+		err = download()
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		assert.NotErrorAs(t, err, &re, "a resume was tried within the minute")
+		assert.Equal(t, []string{"", "bytes=4000-", ""}, sent())
+
+		time.Sleep(31 * time.Second)
+		require.ErrorAs(t, download(), &re)
+		assert.Equal(t, []string{"", "bytes=4000-", "", "", "bytes=4000-"}, sent(), "resumed again after the minute")
+	})
 }

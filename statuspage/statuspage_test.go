@@ -410,8 +410,8 @@ func (d *discard) WriteHeader(int)             {}
 func BenchmarkRender10000Hosts(b *testing.B) {
 	tr := manyHosts(b, 10_000)
 	h := statuspage.Handler(tr)
-	for _, query := range []string{"", "?format=json"} {
-		b.Run("format="+cmp.Or(strings.TrimPrefix(query, "?format="), "html"), func(b *testing.B) {
+	for _, query := range []string{"", "?format=json", "?per=500", "?format=json&per=500"} {
+		b.Run(strings.NewReplacer("?", "", "&", ",").Replace(cmp.Or(query, "?format=html")), func(b *testing.B) {
 			b.ReportAllocs()
 			req := httptest.NewRequest(http.MethodGet, "/"+query, nil)
 			for b.Loop() {

@@ -55,6 +55,11 @@ type State struct {
 	BudgetRefusals  atomic.Int64 // retries the budget refused
 	HedgeRefusals   atomic.Int64 // hedges the hedge budget refused
 	BreakerRefusals atomic.Int64 // attempts not sent because the breaker was open
+
+	// ResumesRefusedUntil is when, in Unix nanoseconds, the host may be
+	// sent a resume again after it refused one 401 or 403; 0 if it never
+	// did.
+	ResumesRefusedUntil atomic.Int64
 }
 
 // Empty reports whether s has no mechanism at all: such state protects
