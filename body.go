@@ -582,7 +582,7 @@ func (c *callState) resumable(resp *http.Response) {
 	if _, ok := resp.Body.(io.Writer); ok {
 		return
 	}
-	if !identityCoded(resp.Header) || signedOverRange(req.Header) {
+	if !identityCoded(resp.Header) || signedOverRange(req.Header) || (c.edited != nil && signedOverRange(c.edited.Header)) {
 		return
 	}
 	if strings.EqualFold(strings.TrimSpace(resp.Header.Get("Accept-Ranges")), "none") {
@@ -612,30 +612,14 @@ func (c *callState) resumable(resp *http.Response) {
 // signature made above the Transport that covers the Range header a
 // resume adds, so that the server would refuse the resume: Azure
 // Storage's Shared Key schemes ("SharedKey account:signature",
-// "SharedKeyLite …"), whose string to sign includes Range, or an AWS
-// Signature Version 4 whose SignedHeaders name range or if-range. A
-// scheme that signs no header (a bearer token, a SAS or presigned URL),
-// or SigV4 without those (aws-sdk-go-v2 signs neither), is resumed.
+// "SharedKeyLite …"), whose string to sign has a place for Range whether
+// the request sends one or not. Schemes that sign only the headers they
+// list (AWS Signature Version 4, Google's HMAC) cover no Range on a
+// request without one, which is the only kind resumed; a bearer token, a
+// SAS or presigned URL signs no header.
 func signedOverRange(h http.Header) bool {
-	auth := strings.TrimSpace(h.Get("Authorization"))
-	scheme, params, _ := strings.Cut(auth, " ")
-	switch {
-	case strings.EqualFold(scheme, "SharedKey"), strings.EqualFold(scheme, "SharedKeyLite"):
-		return true
-	case strings.EqualFold(scheme, "AWS4-HMAC-SHA256"):
-		for p := range strings.SplitSeq(params, ",") {
-			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if !strings.EqualFold(k, "SignedHeaders") {
-				continue
-			}
-			for name := range strings.SplitSeq(v, ";") {
-				if strings.EqualFold(name, "range") || strings.EqualFold(name, "if-range") {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	scheme, _, _ := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " ")
+	return strings.EqualFold(scheme, "SharedKey") || strings.EqualFold(scheme, "SharedKeyLite")
 }
 
 // strongValidator returns the strong validator of a response with header
@@ -724,8 +708,9 @@ const resumeRefusalHold = time.Minute
 
 // resumeAtOnce is how much of a body must have arrived since it was
 // accepted for its cut to be resumed at once: a body that flowed, cut
-// once. A server that cuts sooner every time is resumed after a backoff,
-// so that its resumes never outnumber its deliveries of 64 KiB.
+// once. A server that cuts sooner every time is resumed after a first
+// retry's backoff each time, bounded by the retry budget: what goes at
+// once is at most one resume per 64 KiB delivered.
 const resumeAtOnce = 64 << 10
 
 // errBodyClosed is what a Read returns after the body was closed during

@@ -94,7 +94,9 @@ func (c *callState) pace(ctx context.Context, a *attempt, s *hoststate.State) (p
 			// Admitted, at once or at its turn at the host's rate (the
 			// wait is its place in the schedule, not jittered), and at its
 			// turn at the fleet's quota; it goes once the wait is over.
-			if fw, ok := c.fleetTurn(a, now, turnLimit(ctx, now, limit)); ok {
+			fw, ok := c.fleetTurn(a, now, turnLimit(ctx, now, limit))
+			a.adm.shared = ok // this pass's turn, not an earlier one's
+			if ok {
 				if fw > turnLimit(ctx, now, limit) {
 					if ticket {
 						p.Refund(now) // the turn at the local rate goes to the next attempt
@@ -103,7 +105,6 @@ func (c *callState) pace(ctx context.Context, a *attempt, s *hoststate.State) (p
 					return false, &refusal{StopRateLimited, fmt.Errorf("%w (%s): the fleet's quota gives a turn in %v", ErrRateLimited, s.Key, fw.Round(time.Millisecond))}
 				}
 				wait = max(wait, fw)
-				a.adm.shared = true
 			}
 			if wait == 0 {
 				return probe, nil

@@ -119,29 +119,42 @@ func TestRegressRejoinAfterAGapOvershoots(t *testing.T) {
 // (e2e TestFleetSharedCoolDown). The cool-down keeps the reports of the
 // processes it holds alive past its end.
 func TestRegressCoolDownOutlivesTheShares(t *testing.T) {
-	srv := fleettest.Start(t)
-	opts := fleet.Options{LeaseFor: 100 * time.Millisecond}
-	a, b := process(t, srv, opts), process(t, srv, opts)
-	q := httpretry.Quota{Limit: 100, Per: time.Second, Burst: 10}
+	a, _, q := twoWantingAll(t)
 	// Both want the whole rate, then a 429 holds them past their reports' life.
-	shareFor(q, 20, 0, a, b)
 	a.Hold("acct", time.Now().Add(400*time.Millisecond), false)
 	time.Sleep(450 * time.Millisecond)
+	// Half the rate (b still shares it): half the burst at once.
+	if turns := turnsAtOnce(t, a, q); turns > 6 {
+		t.Errorf("the first process to take turns after a cool-down took %d at once, want at most half the quota's burst of 10", turns)
+	}
+}
+
+// twoWantingAll returns two processes that have shared "acct"'s quota q
+// (100/s, burst 10; LeaseFor 100 ms), each wanting all of it.
+func twoWantingAll(t *testing.T) (a, b *fleet.Fleet, q httpretry.Quota) {
+	srv := fleettest.Start(t)
+	opts := fleet.Options{LeaseFor: 100 * time.Millisecond}
+	a, b = process(t, srv, opts), process(t, srv, opts)
+	q = httpretry.Quota{Limit: 100, Per: time.Second, Burst: 10}
+	shareFor(q, 20, 0, a, b)
+	return a, b, q
+}
+
+// turnsAtOnce returns how many of 20 Takes by p at "acct"'s quota q, at
+// one instant, get a turn without waiting.
+func turnsAtOnce(t *testing.T, p *fleet.Fleet, q httpretry.Quota) int {
 	now := time.Now()
 	turns := 0
 	for range 20 {
-		wait, ok := a.Take("acct", q, now, 0)
+		wait, ok := p.Take("acct", q, now, 0)
 		if !ok {
-			t.Fatal("a's Take after the cool-down: not shared")
+			t.Fatal("Take: not shared")
 		}
 		if wait == 0 {
 			turns++
 		}
 	}
-	// Half the rate (b still shares it): half the burst at once.
-	if turns > 6 {
-		t.Errorf("the first process to take turns after a cool-down took %d at once, want at most half the quota's burst of 10", turns)
-	}
+	return turns
 }
 
 // shareFor has each process take n turns at "acct"'s quota q, at most
@@ -155,5 +168,21 @@ func shareFor(q httpretry.Quota, n int, within time.Duration, ps ...*fleet.Fleet
 			}
 		}
 		time.Sleep(110 * time.Millisecond)
+	}
+}
+
+// Symptom: one report during a cool-down (the pacer's probe, once a
+// ProbeEvery, or a process that had not heard of it yet) set its share's
+// keys to expire at the report's own lifetime, undoing what the cool-down
+// kept alive: at its end the first process was alone with the whole burst
+// again (found in review).
+func TestRegressReportDuringCoolDownUndoesTheKeep(t *testing.T) {
+	a, b, q := twoWantingAll(t)
+	a.Hold("acct", time.Now().Add(1200*time.Millisecond), false)
+	time.Sleep(150 * time.Millisecond)
+	b.Take("acct", q, time.Now(), 0) // one turn during the cool-down
+	time.Sleep(1100 * time.Millisecond)
+	if turns := turnsAtOnce(t, a, q); turns > 6 {
+		t.Errorf("after a cool-down with one report in it, the first process took %d turns at once, want at most half the burst of 10", turns)
 	}
 }

@@ -43,7 +43,7 @@ local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 if #last == 2 then
   redis.call('PEXPIRE', KEYS[1], math.ceil((tonumber(last[2]) - now) / 1000) + 1000)
 end
-if ARGV[4] == 'cool' then
+if ARGV[4] == 'cool' and redis.call('TYPE', KEYS[3]).ok == 'zset' then
   local nowMs = math.floor(now / 1000)
   local keep = math.ceil(untilUs / 1000) + tonumber(ARGV[5])
   local ids = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. nowMs, '(' .. keep)
@@ -125,7 +125,11 @@ var shareScriptSrc = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[4])
-local new = redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+-- A report only lengthens: a cool-down may have kept it past now + ttl.
+local score = now + ttl
+local old = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0')
+if old > score then score = old end
+local new = redis.call('ZADD', KEYS[1], score, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 for _, id in ipairs(gone) do redis.call('HDEL', KEYS[2], id) end
@@ -133,8 +137,9 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if new == 1 or #gone > 0 then
   redis.call('PUBLISH', ARGV[5], 'share|' .. redis.call('ZCARD', KEYS[1]) .. '|' .. ARGV[6])
 end
-redis.call('PEXPIRE', KEYS[1], ttl * 2)
-redis.call('PEXPIRE', KEYS[2], ttl * 2)
+for _, k in ipairs(KEYS) do -- only lengthened, as the reports are
+  if redis.call('PTTL', k) < ttl * 2 then redis.call('PEXPIRE', k, ttl * 2) end
+end
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 local ds = {}
 for i, id in ipairs(ids) do

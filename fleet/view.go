@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -28,8 +29,10 @@ type entry struct {
 	openFor    time.Duration // how long the breaker opened for
 	trial      bool          // this process holds the open breaker's trial, until trialUntil
 	trialUntil time.Time
-	claiming   bool // a claim of the trial is under way
-	failures   int  // the fleet's failures in a row, as last heard
+	claiming   bool         // a claim of the trial is under way
+	failures   int          // the fleet's failures in a row, as last heard
+	failedAt   time.Time    // when failures was last heard; Redis forgets the run failureWindow after
+	touched    atomic.Int64 // UnixNano when entry last returned it: a caller may hold it
 
 	// A Hold that could not reach Redis, to be shared once it is back.
 	pendingCool, pendingOpen bool
@@ -47,6 +50,9 @@ const failureWindow = time.Minute
 func (f *Fleet) entry(key string, create bool) *entry {
 	f.mu.RLock()
 	e := f.keys[key]
+	if e != nil {
+		e.touched.Store(time.Now().UnixNano())
+	}
 	f.mu.RUnlock()
 	if e != nil || !create {
 		return e
@@ -62,21 +68,26 @@ func (f *Fleet) entry(key string, create bool) *entry {
 			f.keys[key] = e
 		}
 	}
+	if e != nil {
+		e.touched.Store(time.Now().UnixNano())
+	}
 	return e
 }
 
 // sweep forgets, at now, the keys at rest, to make room for new ones; f.mu
 // is held for writing. It scans at most once a second, so that a table
 // full of keys in use costs a scan a second, not one per new key. An
-// entry in use (its lock held) is kept. What it forgot is in Redis still,
-// and comes back with the next message, sync or report about the key.
+// entry in use is kept: its lock held, or returned by entry in the last
+// second (its caller may not have locked it yet). What it forgot is in
+// Redis still, and comes back with the next message, sync or report
+// about the key.
 func (f *Fleet) sweep(now time.Time) {
 	if !f.swept.IsZero() && now.Sub(f.swept) < time.Second {
 		return
 	}
 	f.swept = now
 	for key, e := range f.keys {
-		if !e.mu.TryLock() {
+		if now.UnixNano()-e.touched.Load() < int64(time.Second) || !e.mu.TryLock() {
 			continue
 		}
 		if e.atRest(now, 3*f.leaseFor) {
@@ -88,11 +99,13 @@ func (f *Fleet) sweep(now time.Time) {
 
 // atRest reports whether e holds nothing at now that the process would
 // lose by forgetting it: no cool-down or open breaker, no trial, no run
-// of failures heard, nothing waiting for Redis, and no share of a quota
-// that Redis still keeps (keep after its report).
+// of failures that Redis still keeps (failureWindow after it was last
+// heard), nothing waiting for Redis, and no share of a quota that Redis
+// still keeps (keep after its report).
 func (e *entry) atRest(now time.Time, keep time.Duration) bool {
 	q := &e.quota
-	return !e.cooling.After(now) && !e.open.After(now) && !e.trial && !e.claiming && e.failures == 0 &&
+	return !e.cooling.After(now) && !e.open.After(now) && !e.trial && !e.claiming &&
+		(e.failures == 0 || now.Sub(e.failedAt) >= failureWindow) &&
 		!e.pendingCool && !e.pendingOpen && !q.reporting && (q.reported.IsZero() || now.Sub(q.reported) >= keep)
 }
 
@@ -246,7 +259,7 @@ func (f *Fleet) Record(key string, failed bool) int {
 		return 0
 	}
 	e.mu.Lock()
-	e.failures = int(n)
+	e.failures, e.failedAt = int(n), time.Now()
 	trial, openFor := e.trial, e.openFor
 	e.mu.Unlock()
 	if trial {
@@ -290,7 +303,7 @@ func (f *Fleet) onMessage(m rueidis.PubSubMessage) {
 	case "close":
 		e.open, e.openAt, e.trial, e.failures = time.Time{}, now, false, 0
 	case "fail":
-		e.failures = int(min(n, 1<<30))
+		e.failures, e.failedAt = int(min(n, 1<<30)), now
 	case "ok":
 		e.failures = 0
 	case "share":

@@ -43,7 +43,9 @@ import (
 // When t.Fleet is also an expvar.Var (the fleet module's Fleet is), the
 // page shows the fleet's state above the hosts, and the JSON has it as
 // "fleet": the object its String returns, at most 32 fields. One whose
-// String is not a JSON object, or panics, is shown as that, not trusted.
+// String is not a JSON object, or panics, is shown as that, not trusted;
+// String runs on the request's goroutine, so it must answer at once, as
+// expvar's do.
 //
 // The page is plain HTML with no script, and escapes every value: host
 // names come from the URLs the process was asked to fetch. It serves GET

@@ -80,6 +80,7 @@ type Pacer struct {
 	declared     float64 // the rate the policy declares, per second; 0: none
 	burst        int     // the declared burst
 	accepts      meter   // answers the host accepted, over the last second
+	throttles    meter   // answers the host throttled (429), over the last second
 	lastCut      int64   // UnixNano of the last cut of the rate
 	lastThrottle int64   // ... of the last throttle
 	lastRaise    int64   // ... of its last raise
@@ -232,9 +233,11 @@ func (p *Pacer) Done() {
 // none), received at now, as h says to read it. The answer to a probe
 // replaces what was known: no announcement in it ends the pause. shared
 // says that the attempt took its turn at a fleet's share of the quota: a
-// short window is then a rate signal however few answers the host
-// accepted (the shares were off for a moment; the fleet's next report
-// mends them), never a window that holds every process. When resp spends
+// short window is then, however few answers the host accepted, when it
+// is the only throttle of its second, a stray that holds nobody (the
+// shares were off for a moment; the fleet's next report mends them);
+// more throttles in the same second say the host takes less than the
+// shares give, and the window holds as for any attempt. When resp spends
 // the quota for a window (a cool-down), it returns the window's end,
 // else zero.
 func (p *Pacer) Observe(now time.Time, resp *http.Response, h *Hints, probe, shared bool) (spent time.Time) {
@@ -274,7 +277,7 @@ func (p *Pacer) Hold(now, until time.Time) {
 // most shortWindow (short), for an attempt paced by a fleet's share
 // (shared). It reports whether the answer is a rate signal that
 // announces no window: a short one while the host accepted requests in
-// the last second, or for a shared turn.
+// the last second, or for a shared turn, the only throttle of its second.
 func (p *Pacer) learn(now time.Time, answered, throttled, short, shared bool) bool {
 	if !answered && !short {
 		return false
@@ -285,11 +288,21 @@ func (p *Pacer) learn(now time.Time, answered, throttled, short, shared bool) bo
 		p.accepts.add(now)
 		p.raise(now)
 	}
+	if throttled {
+		p.throttles.add(now)
+	}
 	if short {
-		if n := p.accepts.count(now); n >= minAccepts || shared {
-			if throttled && n >= minAccepts {
-				p.cut(now) // with fewer, the rate they show is no measure
+		if p.accepts.count(now) >= minAccepts {
+			if throttled {
+				p.cut(now)
 			}
+			return true
+		}
+		// With fewer accepted, the rate they show is no measure. At a
+		// fleet's share, one 429 in a second is a stray (the shares were
+		// off for a moment): it holds nobody. More say the host takes
+		// less than the shares give: a window, as for any attempt.
+		if shared && (!throttled || p.throttles.count(now) <= 1) {
 			return true
 		}
 	}
