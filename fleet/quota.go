@@ -63,7 +63,7 @@ func (f *Fleet) Take(key string, q httpretry.Quota, now time.Time, within time.D
 		return 0, false
 	}
 	up := f.up.Load()
-	e := f.entry(key, up)
+	e := f.entry(key, up, now)
 	if e == nil {
 		return 0, false
 	}
@@ -79,7 +79,7 @@ func (f *Fleet) Take(key string, q httpretry.Quota, now time.Time, within time.D
 		// few turns it took over the gap are no measure of what it wants
 		// now, and the others must wait for the turns it queues.
 		demand := rate
-		if !s.reported.IsZero() && s.quotaRate == rate && now.Sub(s.reported) < 3*f.leaseFor {
+		if !s.reported.IsZero() && s.quotaRate == rate && now.Sub(s.reported) < f.reportLife() {
 			if since := now.Sub(s.reported).Seconds(); since > 0 {
 				demand = min(rate, float64(s.takes)/since)
 			}
@@ -120,7 +120,7 @@ func (f *Fleet) Take(key string, q httpretry.Quota, now time.Time, within time.D
 // long as Redis would have kept it (three LeaseFor); past that, or with
 // no share for rate, the process paces by the quota alone (ok false).
 func (s *quotaShare) paceByOld(now time.Time, rate float64, within time.Duration, f *Fleet) (time.Duration, bool) {
-	if s.rate == 0 || s.quotaRate != rate || now.Sub(s.reported) >= 3*f.leaseFor || now.Before(s.reported) {
+	if s.rate == 0 || s.quotaRate != rate || now.Sub(s.reported) >= f.reportLife() || now.Before(s.reported) {
 		return 0, false
 	}
 	return s.pace(now, within, f)
@@ -157,7 +157,7 @@ func (s *quotaShare) pace(now time.Time, within time.Duration, f *Fleet) (wait t
 // report tells Redis the rate this process wants of key's quota, whose
 // rate is rate, and returns its share and how many processes share it.
 func (f *Fleet) report(key string, demand, rate float64) (share float64, processes int64, collides, ok bool) {
-	ttl := 3 * f.leaseFor
+	ttl := f.reportLife()
 	f.leases.Add(1)
 	res, ok := f.do(func(ctx context.Context) rueidis.RedisResult {
 		return shareScript.Exec(ctx, f.c, []string{f.prefix + "share:" + key, f.prefix + "demand:" + key}, []string{
@@ -182,6 +182,11 @@ func (f *Fleet) report(key string, demand, rate float64) (share float64, process
 	}
 	return min(share, rate), n, j == 1, true
 }
+
+// reportLife is how long Redis keeps a process's report of its demand
+// for a quota: three LeaseFor; the processes that reported within them
+// share the quota.
+func (f *Fleet) reportLife() time.Duration { return 3 * f.leaseFor }
 
 // queue is the longest a process queues turns at its share: a quarter of
 // LeaseFor, at most 100 ms. It bounds what the fleet sends past the quota

@@ -46,39 +46,47 @@ type entry struct {
 const failureWindow = time.Minute
 
 // entry returns key's entry, making it when create is set and there is
-// room (maxKeys, after the keys at rest are forgotten); nil otherwise.
-func (f *Fleet) entry(key string, create bool) *entry {
+// room (maxKeys, after the keys at rest are forgotten); nil otherwise. A
+// caller that creates is about to write the entry: it is marked used at
+// now, so that a sweep does not forget it under the caller. One that
+// only looks loses nothing if it reads an entry at rest that a sweep
+// forgot, and pays nothing for the mark.
+func (f *Fleet) entry(key string, create bool, now time.Time) *entry {
 	f.mu.RLock()
 	e := f.keys[key]
-	if e != nil {
-		e.touched.Store(time.Now().UnixNano())
-	}
 	f.mu.RUnlock()
-	if e != nil || !create {
-		return e
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if e = f.keys[key]; e == nil {
-		if len(f.keys) >= maxKeys {
-			f.sweep(time.Now())
+	if e == nil && create {
+		f.mu.Lock()
+		if e = f.keys[key]; e == nil {
+			if len(f.keys) >= maxKeys {
+				f.sweep(now)
+			}
+			if len(f.keys) < maxKeys {
+				e = &entry{}
+				f.keys[key] = e
+			}
 		}
-		if len(f.keys) < maxKeys {
-			e = &entry{}
-			f.keys[key] = e
-		}
+		f.mu.Unlock()
 	}
-	if e != nil {
-		e.touched.Store(time.Now().UnixNano())
+	if e != nil && create {
+		e.use(now)
 	}
 	return e
+}
+
+// use marks e used at now, at most once every 100 ms: a hot key's calls
+// do not all write the same word.
+func (e *entry) use(now time.Time) {
+	if n := now.UnixNano(); n-e.touched.Load() >= int64(100*time.Millisecond) {
+		e.touched.Store(n)
+	}
 }
 
 // sweep forgets, at now, the keys at rest, to make room for new ones; f.mu
 // is held for writing. It scans at most once a second, so that a table
 // full of keys in use costs a scan a second, not one per new key. An
 // entry in use is kept: its lock held, or returned by entry in the last
-// second (its caller may not have locked it yet). What it forgot is in
+// second (its caller may not have locked it yet; see entry). What it forgot is in
 // Redis still, and comes back with the next message, sync or report
 // about the key.
 func (f *Fleet) sweep(now time.Time) {
@@ -90,7 +98,7 @@ func (f *Fleet) sweep(now time.Time) {
 		if now.UnixNano()-e.touched.Load() < int64(time.Second) || !e.mu.TryLock() {
 			continue
 		}
-		if e.atRest(now, 3*f.leaseFor) {
+		if e.atRest(now, f.reportLife()) {
 			delete(f.keys, key)
 		}
 		e.mu.Unlock()
@@ -121,7 +129,7 @@ func (f *Fleet) Held(key string, now time.Time) (cooling, open time.Time) {
 	if !f.up.Load() {
 		return time.Time{}, time.Time{}
 	}
-	e := f.entry(key, false)
+	e := f.entry(key, false, now)
 	if e == nil {
 		return time.Time{}, time.Time{}
 	}
@@ -177,7 +185,7 @@ func (f *Fleet) Hold(key string, until time.Time, open bool) {
 		return
 	}
 	d = max(d, time.Microsecond) // Redis keeps µs
-	e := f.entry(key, true)
+	e := f.entry(key, true, now)
 	if e == nil {
 		return
 	}
@@ -207,7 +215,7 @@ func (f *Fleet) push(key string, d time.Duration, open bool) bool {
 	}
 	_, ok := f.do(func(ctx context.Context) rueidis.RedisResult {
 		return holdScript.Exec(ctx, f.c, []string{set, f.prefix + "trial:" + key, f.prefix + "share:" + key, f.prefix + "demand:" + key},
-			[]string{key, strconv.FormatInt(d.Microseconds(), 10), f.channel, kind, strconv.FormatInt(max((3*f.leaseFor).Milliseconds(), 1), 10)})
+			[]string{key, strconv.FormatInt(d.Microseconds(), 10), f.channel, kind, strconv.FormatInt(max(f.reportLife().Milliseconds(), 1), 10)})
 	})
 	return ok
 }
@@ -221,7 +229,11 @@ func (f *Fleet) Record(key string, failed bool) int {
 	if !f.up.Load() {
 		return 0
 	}
-	e := f.entry(key, failed)
+	var now time.Time
+	if failed {
+		now = time.Now()
+	}
+	e := f.entry(key, failed, now)
 	if e == nil {
 		return 0
 	}
@@ -287,7 +299,7 @@ func (f *Fleet) onMessage(m rueidis.PubSubMessage) {
 		return
 	}
 	now := time.Now()
-	e := f.entry(key, kind == "cool" || kind == "open" || kind == "fail")
+	e := f.entry(key, kind == "cool" || kind == "open" || kind == "fail", now)
 	if e == nil {
 		return
 	}
@@ -397,7 +409,7 @@ func (f *Fleet) sync() bool {
 	now := time.Now()
 	for _, m := range held {
 		for key := range m {
-			f.entry(key, true)
+			f.entry(key, true, now)
 		}
 	}
 	f.mu.RLock()
