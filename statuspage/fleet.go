@@ -98,20 +98,15 @@ func objectFields(b []byte) ([]fleetField, bool) {
 	return fields, true
 }
 
-// fleetJSON is the fleet's state in the JSON form: its object, or
-// {"problem": ...}; left out when the Transport has no such Fleet.
-type fleetJSON struct{ v *fleetView }
-
-func (f fleetJSON) IsZero() bool { return f.v == nil }
-
-func (f fleetJSON) MarshalJSON() ([]byte, error) {
+// json is v in the JSON form: the object its Fleet reported, or
+// {"problem": ...}; nil, left out, when the Transport has no such Fleet.
+func (v *fleetView) json() json.RawMessage {
 	switch {
-	case f.v == nil:
-		return []byte("null"), nil
-	case f.v.Problem != "":
-		return json.Marshal(struct {
-			Problem string `json:"problem"`
-		}{f.v.Problem})
+	case v == nil:
+		return nil
+	case v.Problem != "":
+		b, _ := json.Marshal(map[string]string{"problem": v.Problem}) // a string always encodes
+		return b
 	}
-	return f.v.Raw, nil
+	return v.Raw
 }

@@ -297,13 +297,13 @@ func ago(now, t time.Time) string {
 // number for, come out as strings.
 type (
 	statusDoc struct {
-		GeneratedAt time.Time    `json:"generated_at"`
-		Total       int          `json:"total"` // hosts that match the filter
-		Page        int          `json:"page"`
-		Per         int          `json:"per"`
-		Filter      string       `json:"filter,omitempty"`
-		Hosts       []statusHost `json:"hosts"`
-		Fleet       fleetJSON    `json:"fleet,omitzero"`
+		GeneratedAt time.Time       `json:"generated_at"`
+		Total       int             `json:"total"` // hosts that match the filter
+		Page        int             `json:"page"`
+		Per         int             `json:"per"`
+		Filter      string          `json:"filter,omitempty"`
+		Hosts       []statusHost    `json:"hosts"`
+		Fleet       json.RawMessage `json:"fleet,omitempty"`
 	}
 	statusHost struct {
 		Host        string          `json:"host"`
@@ -375,7 +375,7 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 
 func statusJSON(stats []httpretry.HostStats, now time.Time, of pageOf) statusDoc {
 	doc := statusDoc{GeneratedAt: now.UTC(), Total: of.Total, Page: of.Page, Per: of.Per, Filter: of.Filter,
-		Hosts: make([]statusHost, 0, len(stats)), Fleet: fleetJSON{of.Fleet}}
+		Hosts: make([]statusHost, 0, len(stats)), Fleet: of.Fleet.json()}
 	for _, s := range stats {
 		h := statusHost{Host: s.Host, Attempts: s.Attempts, Retries: s.Retries, LastUsed: s.LastUsed.UTC()}
 		if b := s.Breaker; b != nil {
